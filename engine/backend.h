@@ -1,0 +1,62 @@
+/*
+ * backend.h - the interface every ember compute backend implements (CPU reference, CUDA).
+ * A backend owns its copy of the weights (or borrows the host views), a KV cache for one
+ * sequence of up to n_ctx positions, and its scratch buffers. The server drives it: reset the
+ * sequence, forward a batch of tokens at consecutive positions, read logits or argmax.
+ */
+#ifndef EMBER_BACKEND_H
+#define EMBER_BACKEND_H
+
+#include "model.h"
+
+struct ember_backend;
+
+struct ember_backend_config {
+	int n_ctx;        /* KV cache capacity in positions; 0 = min(n_ctx_train, backend default) */
+	int n_threads;    /* CPU worker threads; 0 = all online cores */
+	int device;       /* CUDA device ordinal */
+	int max_batch;    /* largest token batch per forward call (prefill chunk); 0 = backend default */
+};
+
+struct ember_backend_ops {
+	const char *name; /* "cpu", "cuda" */
+
+	/* 1 when this backend can run here (e.g. a CUDA device is present); fills `why` otherwise. */
+	int (*available)(char *why, size_t why_len);
+
+	/* Prepares the backend for `model` (uploads weights, allocates KV and scratch). The model must
+	 * outlive the backend. On success *out is owned by the caller and released with destroy. */
+	int (*create)(struct ember_backend **out, const struct ember_model *model,
+	              const struct ember_backend_config *config);
+
+	/* Runs n_tokens tokens at positions [pos, pos + n_tokens) through the model, appending their K/V
+	 * to the cache (positions >= pos are overwritten; pos must be <= the current length).
+	 * Outputs for the last token only (all_rows = 0) or for every token (all_rows = 1):
+	 *   logits: NULL, or [rows][n_vocab] floats written by the backend;
+	 *   argmax: NULL, or [rows] token ids (greedy choice, lowest id on ties).
+	 * n_tokens may exceed max_batch: the backend chunks internally. */
+	int (*forward)(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos,
+	               int all_rows, float *logits, int32_t *argmax);
+
+	/* Optional fast greedy loop (NULL if absent): starting from `token` at position `pos`, produces
+	 * n_steps tokens greedily into out_tokens (out_tokens[i] is the argmax after feeding the previous
+	 * one). Must give exactly the tokens repeated forward(..., argmax) calls would give. */
+	int (*decode_greedy)(struct ember_backend *be, int32_t token, int pos, int n_steps,
+	                     int32_t *out_tokens);
+
+	/* Borrowed description of the device, e.g. "NVIDIA H200 (sm_90, 139 GiB)" or "cpu x16". */
+	const char *(*device_name)(struct ember_backend *be);
+
+	void (*destroy)(struct ember_backend *be);
+};
+
+/* Backend registry: the ops table for `name` ("cpu", "cuda"), or NULL if not built in. */
+const struct ember_backend_ops *ember_backend_find(const char *name);
+/* The default: "cuda" when built and available, else "cpu". */
+const struct ember_backend_ops *ember_backend_default(void);
+
+/* Defined by each backend's source file. ember_backend_cuda_ops exists only when EMBER_HAVE_CUDA. */
+extern const struct ember_backend_ops ember_backend_cpu_ops;
+extern const struct ember_backend_ops ember_backend_cuda_ops;
+
+#endif
