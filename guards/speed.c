@@ -1,0 +1,764 @@
+/*
+ * speed.c - speed decisions (see speed.h for the statistical design). Samples are grouped into
+ * (model, metric, ctx) series, base and head paired by pair index within a batch, and each series
+ * is summarised by the Hodges-Lehmann ratio, its displayed interval and the simultaneous
+ * signed-rank interval the claims are read from. The plan (open / next look / confirmation batch)
+ * follows from which claims are still undecided.
+ */
+#include "speed.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+
+static const char *const tier_names[AB_TIER_COUNT] = { "XS", "S", "M", "L", "XL" };
+
+static const struct ab_speed_metric_rule default_rules[] = {
+	{ "decode_tps", -1.0, 1 },
+	{ "prefill_tps", -1.0, 1 },
+};
+
+void ab_speed_policy_init(struct ab_speed_policy *policy)
+{
+	static const double tiers[AB_TIER_COUNT] = { 0.02, 0.035, 0.06, 0.10, 0.18 };
+	memset(policy, 0, sizeof(*policy));
+	policy->margin = 0.01;
+	policy->regression_ratio = 0.98;
+	policy->alpha = 0.05;
+	policy->ci_level = 0.95;
+	memcpy(policy->tiers, tiers, sizeof(tiers));
+	policy->method = AB_SPEED_WILCOXON;
+	policy->bootstrap_resamples = 2000;
+	policy->max_failed_fraction = 0.25;
+	policy->pairs_min = 6;
+	policy->pairs_max = 16;
+	policy->looks = 3;
+	policy->confirm_pairs = 6;
+}
+
+const char *ab_outcome_name(enum ab_outcome outcome)
+{
+	switch (outcome) {
+	case AB_OUTCOME_NEUTRAL: return "neutral";
+	case AB_OUTCOME_IMPROVED: return "improved";
+	case AB_OUTCOME_REGRESSED: return "regressed";
+	default: return "inconclusive";
+	}
+}
+
+const char *ab_tier_name(int tier)
+{
+	return tier >= 0 && tier < AB_TIER_COUNT ? tier_names[tier] : "none";
+}
+
+int ab_tier_from_name(const char *name)
+{
+	for (int i = 0; name && i < AB_TIER_COUNT; i++)
+		if (strcmp(name, tier_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *ab_failure_kind_name(enum ab_failure_kind kind)
+{
+	static const char *const names[] = { "crash", "timeout", "oom", "protocol", "other" };
+	return kind >= 0 && kind < AB_FAILURE_KIND_COUNT ? names[kind] : "other";
+}
+
+static int contains_ci(const char *haystack, const char *needle)
+{
+	size_t n = strlen(needle);
+	for (const char *p = haystack; *p; p++)
+		if (strncasecmp(p, needle, n) == 0)
+			return 1;
+	return 0;
+}
+
+enum ab_failure_kind ab_failure_classify(const char *reason)
+{
+	static const char *const oom[] = { "out of memory", "oom", "cudaErrorMemoryAllocation", NULL };
+	static const char *const timeout[] = { "timeout", "timed out", "hang", NULL };
+	static const char *const protocol[] = { "protocol", "malformed", "garbage", "parse", "invalid", NULL };
+	static const char *const crash[] = { "signal", "crash", "exit", "abort", "killed", "segfault", NULL };
+	static const struct { const char *const *words; enum ab_failure_kind kind; } table[] = {
+		{ oom, AB_FAILURE_OOM }, { timeout, AB_FAILURE_TIMEOUT },
+		{ protocol, AB_FAILURE_PROTOCOL }, { crash, AB_FAILURE_CRASH },
+	};
+	if (reason == NULL)
+		return AB_FAILURE_OTHER;
+	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
+		for (const char *const *w = table[t].words; *w; w++)
+			if (contains_ci(reason, *w))
+				return table[t].kind;
+	return AB_FAILURE_OTHER;
+}
+
+void ab_speed_ctx_name(char *buf, size_t size, int ctx)
+{
+	if (ctx > 0 && ctx % 1024 == 0)
+		snprintf(buf, size, "%dk", ctx / 1024);
+	else
+		snprintf(buf, size, "%d", ctx);
+}
+
+const char *ab_speed_metric_short(const char *metric)
+{
+	if (strcmp(metric, "decode_tps") == 0)
+		return "decode";
+	if (strcmp(metric, "prefill_tps") == 0)
+		return "prefill";
+	return metric;
+}
+
+static void label_sanitize(char *s)
+{
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-'))
+			*s = '-';
+}
+
+void ab_speed_regression_label(char *buf, size_t size, const char *model, int primary,
+	const char *metric, int ctx)
+{
+	char ctx_name[24], model_part[80] = "", suffix[48] = "";
+	ab_speed_ctx_name(ctx_name, sizeof(ctx_name), ctx);
+	if (!primary)
+		snprintf(model_part, sizeof(model_part), "%.63s-", model);
+	if (strcmp(metric, "prefill_tps") == 0)
+		snprintf(suffix, sizeof(suffix), "-pp");
+	else if (strcmp(metric, "decode_tps") != 0)
+		snprintf(suffix, sizeof(suffix), "-%.31s", metric);
+	char label[200];
+	snprintf(label, sizeof(label), "regression-%s%s%s", model_part, ctx_name, suffix);
+	label_sanitize(label);
+	label[50] = '\0';               /* GitHub's label length limit */
+	snprintf(buf, size, "%s", label);
+}
+
+/* ---- grouping ---------------------------------------------------------------------------- */
+
+struct key {
+	const char *model;
+	const char *metric;
+	int ctx;
+	int model_rank;
+	int metric_rank;
+};
+
+static int metric_rank(const char *metric)
+{
+	if (strcmp(metric, "decode_tps") == 0)
+		return 0;
+	if (strcmp(metric, "prefill_tps") == 0)
+		return 1;
+	return 2;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	const struct key *x = a, *y = b;
+	if (x->model_rank != y->model_rank)
+		return x->model_rank - y->model_rank;
+	if (x->metric_rank != y->metric_rank)
+		return x->metric_rank - y->metric_rank;
+	int c = strcmp(x->metric, y->metric);
+	if (c)
+		return c;
+	return (x->ctx > y->ctx) - (x->ctx < y->ctx);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Sorted distinct pair indices of one batch; returns the count, -1 on allocation failure. */
+static int batch_pairs(int **out, const struct ab_sample *samples, size_t n, int batch)
+{
+	int *pairs = malloc((n ? n : 1) * sizeof(*pairs));
+	int count = 0;
+	if (pairs == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (samples[i].batch == batch)
+			pairs[count++] = samples[i].pair;
+	qsort(pairs, (size_t)count, sizeof(*pairs), cmp_int);
+	int unique = 0;
+	for (int i = 0; i < count; i++)
+		if (unique == 0 || pairs[unique - 1] != pairs[i])
+			pairs[unique++] = pairs[i];
+	*out = pairs;
+	return unique;
+}
+
+static int pair_slot(const int *pairs, int n_pairs, int pair)
+{
+	const int *hit = bsearch(&pair, pairs, (size_t)n_pairs, sizeof(*pairs), cmp_int);
+	return hit ? (int)(hit - pairs) : -1;
+}
+
+static int sample_valid(const struct ab_sample *s)
+{
+	return s->ok && isfinite(s->value) && s->value > 0.0;
+}
+
+static const struct ab_speed_metric_rule *find_rule(const struct ab_speed_policy *policy,
+	const char *metric)
+{
+	const struct ab_speed_metric_rule *rules = policy->rules ? policy->rules : default_rules;
+	size_t n = policy->rules ? policy->n_rules : sizeof(default_rules) / sizeof(default_rules[0]);
+	for (size_t i = 0; i < n; i++)
+		if (rules[i].metric && strcmp(rules[i].metric, metric) == 0)
+			return &rules[i];
+	return NULL;
+}
+
+static uint64_t name_hash(const struct ab_speed_series *s)
+{
+	uint64_t h = 1469598103934665603ULL;    /* FNV-1a over model, metric, ctx */
+	for (const char *p = s->model; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ 0xff) * 1099511628211ULL;
+	for (const char *p = s->metric; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	return ab_rng_mix(h ^ (uint64_t)(uint32_t)s->ctx);
+}
+
+/*
+ * Valid log-ratios of one series in one batch. `d` has room for n_pairs values; *out_n receives
+ * how many; side medians and failure counts go to the series sides when `sides` is set.
+ */
+static int collect_pairs(double *d, int *out_n, struct ab_speed_side sides[2],
+	const struct ab_sample *samples, size_t n, int batch, const struct key *key,
+	const int *pairs, int n_pairs, double *scratch_base, double *scratch_head)
+{
+	const struct ab_sample **slot[2] = { NULL, NULL };
+	int error = AB_ERROR;
+	for (int side = 0; side < 2; side++)
+		if ((slot[side] = calloc((size_t)(n_pairs ? n_pairs : 1), sizeof(*slot[side]))) == NULL) {
+			ab_error_set("speed: out of memory");
+			goto cleanup;
+		}
+	int n_ok[2] = { 0, 0 };
+	for (size_t i = 0; i < n; i++) {
+		const struct ab_sample *s = &samples[i];
+		if (s->batch != batch || s->ctx != key->ctx || strcmp(s->model, key->model) != 0 ||
+		    strcmp(s->metric, key->metric) != 0)
+			continue;
+		int k = pair_slot(pairs, n_pairs, s->pair);
+		if (k < 0)
+			continue;
+		if (slot[s->side][k]) {
+			error = ab_error_setc(AB_EINVALID, "speed: two %s samples for %s %s ctx %d pair %d",
+				s->side == AB_SIDE_BASE ? "base" : "head", s->model, s->metric, s->ctx, s->pair);
+			goto cleanup;
+		}
+		slot[s->side][k] = s;
+		if (sides) {
+			if (sample_valid(s))
+				(s->side == AB_SIDE_BASE ? scratch_base : scratch_head)[n_ok[s->side]++] = s->value;
+			else
+				sides[s->side].failed++;
+		}
+	}
+	int m = 0;
+	for (int k = 0; k < n_pairs; k++) {
+		const struct ab_sample *b = slot[AB_SIDE_BASE][k], *h = slot[AB_SIDE_HEAD][k];
+		if (b && h && sample_valid(b) && sample_valid(h))
+			d[m++] = log(h->value / b->value);
+	}
+	if (sides) {
+		for (int side = 0; side < 2; side++) {
+			sides[side].n = n_ok[side];
+			sides[side].median = NAN;
+			if (n_ok[side] > 0 && ab_stats_median(&sides[side].median,
+				side == AB_SIDE_BASE ? scratch_base : scratch_head, (size_t)n_ok[side]) != 0)
+				goto cleanup;
+		}
+	}
+	*out_n = m;
+	error = 0;
+cleanup:
+	free(slot[0]);
+	free(slot[1]);
+	return error;
+}
+
+/* ---- per-series statistics --------------------------------------------------------------- */
+
+static struct ab_interval exp_interval(struct ab_interval log_interval)
+{
+	struct ab_interval r = log_interval;
+	r.lo = exp(log_interval.lo);        /* exp(-inf) = 0, exp(inf) = inf */
+	r.hi = exp(log_interval.hi);
+	return r;
+}
+
+static int series_stats(struct ab_speed_series *s, const double *d, int n,
+	const struct ab_speed_policy *policy, double claim_tail)
+{
+	double *walsh = NULL;
+	size_t count = 0;
+	struct ab_interval ci, adj;
+	int error;
+
+	s->ratio = NAN;
+	s->ci.lo = s->ci_adj.lo = 0.0;
+	s->ci.hi = s->ci_adj.hi = INFINITY;
+	s->ci.level = s->ci_adj.level = 1.0;
+	s->p_regression = 1.0;
+	if (n == 0)
+		return 0;
+	if ((error = ab_stats_walsh(&walsh, &count, d, (size_t)n)) != 0)
+		return error;
+	double tail = (1.0 - policy->ci_level) / 2.0;
+	s->ratio = exp(ab_stats_quantile_sorted(walsh, count, 0.5));
+	if ((error = ab_stats_signed_rank_ci_walsh(&ci, walsh, (size_t)n, tail)) != 0 ||
+	    (error = ab_stats_signed_rank_ci_walsh(&adj, walsh, (size_t)n, claim_tail)) != 0)
+		goto cleanup;
+	if (policy->method != AB_SPEED_WILCOXON && n >= 2) {
+		enum ab_bootstrap_kind kind = policy->method == AB_SPEED_BOOTSTRAP_BCA ?
+			AB_BOOTSTRAP_BCA : AB_BOOTSTRAP_PERCENTILE;
+		if ((error = ab_stats_bootstrap_ci(&ci, d, (size_t)n, AB_STAT_HODGES_LEHMANN, kind,
+			policy->bootstrap_resamples, tail, policy->seed ^ name_hash(s))) != 0)
+			goto cleanup;
+	}
+	if ((error = ab_stats_signed_rank_p(&s->p_regression, d, (size_t)n,
+		log(policy->regression_ratio), AB_ALT_LESS)) != 0)
+		goto cleanup;
+	s->ci = exp_interval(ci);
+	s->ci_adj = exp_interval(adj);
+cleanup:
+	free(walsh);
+	return error;
+}
+
+static enum ab_outcome outcome_of(const struct ab_speed_series *s)
+{
+	if (s->n_pairs == 0)
+		return AB_OUTCOME_INCONCLUSIVE;
+	if (s->ci.lo > 1.0 + s->margin)
+		return AB_OUTCOME_IMPROVED;
+	if (s->ci.hi < 1.0 - s->margin)
+		return AB_OUTCOME_REGRESSED;
+	if (s->ci.lo >= 1.0 - s->margin && s->ci.hi <= 1.0 + s->margin)
+		return AB_OUTCOME_NEUTRAL;
+	return AB_OUTCOME_INCONCLUSIVE;
+}
+
+static int even_up(int n)
+{
+	return n + (n & 1);
+}
+
+int ab_speed_pairs_needed(int *out_first, int *out_last, const struct ab_speed_policy *policy,
+	size_t n_gating)
+{
+	if (!(policy->alpha > 0.0 && policy->alpha < 0.5) || policy->looks < 1)
+		return ab_error_setc(AB_EINVALID, "speed policy: alpha %g, looks %d", policy->alpha,
+			policy->looks);
+	size_t m = n_gating ? n_gating : 1;
+	double tail = policy->alpha / (2.0 * (double)m * policy->looks);
+	int first = even_up(ab_stats_signed_rank_min_n(tail));
+	if (policy->pairs_min > first)
+		first = policy->pairs_min;
+	int last = policy->pairs_max > first ? policy->pairs_max : first;
+	*out_first = first;
+	if (out_last)
+		*out_last = last;
+	return 0;
+}
+
+static int validate(const struct ab_speed_policy *p, const struct ab_sample *samples, size_t n)
+{
+	if (!(p->alpha > 0.0 && p->alpha < 0.5) || !(p->ci_level > 0.5 && p->ci_level < 1.0) ||
+	    !(p->regression_ratio > 0.0 && p->regression_ratio <= 1.0) || !(p->margin >= 0.0) ||
+	    p->looks < 1 || p->pairs_min < 1 || p->confirm_pairs < 0 ||
+	    !(p->max_failed_fraction >= 0.0 && p->max_failed_fraction <= 1.0))
+		return ab_error_setc(AB_EINVALID, "speed policy: invalid alpha, ci_level, "
+			"regression_ratio, margin, looks, pairs or max_failed_fraction");
+	for (int t = 0; t < AB_TIER_COUNT; t++)
+		if (!(p->tiers[t] > 0.0) || (t > 0 && !(p->tiers[t] > p->tiers[t - 1])))
+			return ab_error_setc(AB_EINVALID, "speed policy: tiers must be positive and increasing");
+	if (p->method != AB_SPEED_WILCOXON && (p->bootstrap_resamples < 100 ||
+	    p->bootstrap_resamples > 1000000))
+		return ab_error_setc(AB_EINVALID, "speed policy: bootstrap_resamples %d",
+			p->bootstrap_resamples);
+	for (size_t i = 0; i < n; i++) {
+		const struct ab_sample *s = &samples[i];
+		if ((s->side != AB_SIDE_BASE && s->side != AB_SIDE_HEAD) || (s->batch != 0 && s->batch != 1) ||
+		    s->pair < 0 || !memchr(s->model, 0, sizeof(s->model)) ||
+		    !memchr(s->metric, 0, sizeof(s->metric)) || !memchr(s->reason, 0, sizeof(s->reason)))
+			return ab_error_setc(AB_EINVALID, "speed: sample %zu has a bad side, batch, pair or "
+				"unterminated name", i);
+	}
+	return 0;
+}
+
+/* ---- the result -------------------------------------------------------------------------- */
+
+void ab_speed_result_free(struct ab_speed_result *result)
+{
+	if (result == NULL)
+		return;
+	free(result->series);
+	free(result->models);
+	free(result);
+}
+
+static int model_rank(const struct ab_speed_policy *policy, const char *model,
+	const struct ab_sample *samples, size_t n)
+{
+	for (size_t i = 0; policy->models && i < policy->n_models; i++)
+		if (policy->models[i] && strcmp(policy->models[i], model) == 0)
+			return (int)i;
+	for (size_t i = 0; i < n; i++)     /* unknown to the policy: after them, by first appearance */
+		if (strcmp(samples[i].model, model) == 0)
+			return (int)(policy->n_models + i);
+	return (int)(policy->n_models + n);
+}
+
+static void failures_count(struct ab_speed_result *r, const struct ab_sample *samples, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct ab_failure_counts *f = &r->failures[samples[i].side];
+		f->total++;
+		if (sample_valid(&samples[i]))
+			continue;
+		f->failed++;
+		const char *reason = samples[i].ok ? "invalid value" : samples[i].reason;
+		f->by_kind[ab_failure_classify(reason)]++;
+		if (f->example[0] == '\0')
+			snprintf(f->example, sizeof(f->example), "%s", reason[0] ? reason : "no reason given");
+	}
+}
+
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	if (len + 1 >= size)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+static void failure_side_summary(char *buf, size_t size, const char *side,
+	const struct ab_failure_counts *f)
+{
+	append(buf, size, "%s %d of %d samples failed", side, f->failed, f->total);
+	if (f->failed == 0)
+		return;
+	const char *sep = " (";
+	for (int k = 0; k < AB_FAILURE_KIND_COUNT; k++)
+		if (f->by_kind[k]) {
+			append(buf, size, "%s%d %s", sep, f->by_kind[k], ab_failure_kind_name(k));
+			sep = ", ";
+		}
+	append(buf, size, "; e.g. \"%.80s\")", f->example);
+}
+
+static void build_method(struct ab_speed_result *r, const struct ab_speed_policy *p)
+{
+	char ci[96];
+	int pct = (int)lround(p->ci_level * 100.0);
+	if (p->method == AB_SPEED_WILCOXON)
+		snprintf(ci, sizeof(ci), "%d%% Wilcoxon signed-rank intervals", pct);
+	else
+		snprintf(ci, sizeof(ci), "%d%% seeded %s bootstrap intervals (%d resamples)", pct,
+			p->method == AB_SPEED_BOOTSTRAP_BCA ? "BCa" : "percentile", p->bootstrap_resamples);
+	snprintf(r->method, sizeof(r->method),
+		"Paired log-ratios per context, Hodges-Lehmann estimate with %s; REJECT (below %.2fx base) "
+		"and tier claims read off simultaneous signed-rank bounds, Bonferroni over %zu gating "
+		"series x 2 directions x %d look%s (family-wise alpha = %g)%s.", ci, p->regression_ratio,
+		r->n_gating, r->looks, r->looks == 1 ? "" : "s", p->alpha,
+		p->confirm_pairs > 0 ? ", and a regression must be confirmed by an independent batch" : "");
+}
+
+/* The schedule of looks: K points from first to last, even, increasing. Returns how many. */
+static int schedule(int *points, int looks, int first, int last)
+{
+	int count = 0;
+	for (int i = 0; i < looks; i++) {
+		int p = looks == 1 ? last : first + (int)lround((double)i * (last - first) / (looks - 1));
+		p = even_up(p);
+		if (p > even_up(last))
+			p = even_up(last);
+		if (count == 0 || p > points[count - 1])
+			points[count++] = p;
+	}
+	return count;
+}
+
+/* May more batch-0 pairs still change a claim of series s, given the verdict tier so far? */
+static int series_open(const struct ab_speed_series *s, const struct ab_speed_policy *p, int tier)
+{
+	if (!s->gating)
+		return 0;
+	double rho = p->regression_ratio;
+	if (!s->regression && s->ci_adj.lo < rho && s->ci_adj.hi >= rho)
+		return 1;                               /* could still fall below the floor */
+	if (tier + 1 < AB_TIER_COUNT) {
+		double next = 1.0 + p->tiers[tier + 1];
+		if (s->ci_adj.hi >= next && s->ci_adj.lo < next)
+			return 1;                           /* could still verify a higher tier */
+	}
+	return 0;
+}
+
+static int evaluate_confirmation(struct ab_speed_result *r, const struct ab_speed_policy *policy,
+	const struct ab_sample *samples, size_t n, struct key *keys, const int *pairs1, int n_pairs1,
+	double *d)
+{
+	int flagged = 0;
+	for (size_t i = 0; i < r->n_series; i++)
+		flagged += r->series[i].regression;
+	r->confirm_tail = policy->alpha / (flagged ? flagged : 1);
+	for (size_t i = 0; i < r->n_series; i++) {
+		struct ab_speed_series *s = &r->series[i];
+		if (!s->regression)
+			continue;
+		int m = 0, error;
+		if ((error = collect_pairs(d, &m, NULL, samples, n, 1, &keys[i], pairs1, n_pairs1,
+			NULL, NULL)) != 0)
+			return error;
+		s->confirm.tested = 1;
+		s->confirm.n_pairs = m;
+		s->confirm.ratio = NAN;
+		s->confirm.hi = INFINITY;
+		if (m > 0) {
+			struct ab_interval bound;
+			double hl;
+			if ((error = ab_stats_hodges_lehmann(&hl, d, (size_t)m)) != 0 ||
+			    (error = ab_stats_signed_rank_ci(&bound, d, (size_t)m, r->confirm_tail)) != 0)
+				return error;
+			s->confirm.ratio = exp(hl);
+			s->confirm.hi = exp(bound.hi);
+		}
+		s->confirm.confirmed = s->confirm.hi < policy->regression_ratio;
+		s->confirmed = s->confirm.confirmed;
+		if (m < n_pairs1 && (double)(n_pairs1 - m) > policy->max_failed_fraction * n_pairs1) {
+			r->infra = 1;
+			snprintf(r->infra_reason, sizeof(r->infra_reason), "%s %s at ctx %d lost %d of %d "
+				"confirmation pairs to failed samples", s->model, ab_speed_metric_short(s->metric),
+				s->ctx, n_pairs1 - m, n_pairs1);
+		}
+	}
+	return 0;
+}
+
+int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *samples, size_t n_samples,
+	const struct ab_speed_policy *policy)
+{
+	struct ab_speed_result *r = NULL;
+	struct key *keys = NULL;
+	int *pairs0 = NULL, *pairs1 = NULL;
+	double *d = NULL, *scratch_base = NULL, *scratch_head = NULL;
+	size_t n_keys = 0;
+	int error;
+
+	if ((error = validate(policy, samples, n_samples)) != 0)
+		return error;
+	error = AB_ERROR;
+	if ((r = calloc(1, sizeof(*r))) == NULL || (keys = calloc(n_samples + 1, sizeof(*keys))) == NULL)
+		goto oom;
+	int n_pairs0 = batch_pairs(&pairs0, samples, n_samples, 0);
+	int n_pairs1 = batch_pairs(&pairs1, samples, n_samples, 1);
+	if (n_pairs0 < 0 || n_pairs1 < 0)
+		goto oom;
+	size_t biggest = (size_t)(n_pairs0 > n_pairs1 ? n_pairs0 : n_pairs1) + 1;
+	if ((d = malloc(biggest * sizeof(*d))) == NULL ||
+	    (scratch_base = malloc((n_samples + 1) * sizeof(double))) == NULL ||
+	    (scratch_head = malloc((n_samples + 1) * sizeof(double))) == NULL)
+		goto oom;
+
+	/* Distinct series (quadratic in series count, which is tens). */
+	for (size_t i = 0; i < n_samples; i++) {
+		const struct ab_sample *s = &samples[i];
+		size_t k;
+		for (k = 0; k < n_keys; k++)
+			if (keys[k].ctx == s->ctx && strcmp(keys[k].model, s->model) == 0 &&
+			    strcmp(keys[k].metric, s->metric) == 0)
+				break;
+		if (k < n_keys)
+			continue;
+		keys[n_keys].model = s->model;
+		keys[n_keys].metric = s->metric;
+		keys[n_keys].ctx = s->ctx;
+		keys[n_keys].model_rank = model_rank(policy, s->model, samples, n_samples);
+		keys[n_keys].metric_rank = metric_rank(s->metric);
+		n_keys++;
+	}
+	qsort(keys, n_keys, sizeof(*keys), cmp_key);
+	if ((r->series = calloc(n_keys + 1, sizeof(*r->series))) == NULL ||
+	    (r->models = calloc(n_keys + 1, sizeof(*r->models))) == NULL)
+		goto oom;
+	r->n_series = n_keys;
+
+	/* Models in rank order; the first is the primary one (unprefixed labels). */
+	for (size_t k = 0; k < n_keys; k++) {
+		if (r->n_models && strcmp(r->models[r->n_models - 1].name, keys[k].model) == 0)
+			continue;
+		struct ab_speed_model *m = &r->models[r->n_models++];
+		snprintf(m->name, sizeof(m->name), "%s", keys[k].model);
+		m->tier = -1;
+	}
+
+	for (size_t k = 0; k < n_keys; k++) {
+		struct ab_speed_series *s = &r->series[k];
+		const struct ab_speed_metric_rule *rule = find_rule(policy, keys[k].metric);
+		snprintf(s->model, sizeof(s->model), "%s", keys[k].model);
+		snprintf(s->metric, sizeof(s->metric), "%s", keys[k].metric);
+		s->ctx = keys[k].ctx;
+		s->gating = rule ? rule->gating : 0;
+		s->margin = rule && rule->margin >= 0.0 ? rule->margin : policy->margin;
+		s->tier = -1;
+		r->n_gating += (size_t)s->gating;
+		if (s->gating)
+			ab_speed_regression_label(s->label, sizeof(s->label), s->model,
+				strcmp(s->model, r->models[0].name) == 0, s->metric, s->ctx);
+	}
+	r->looks = policy->looks;
+	r->regression_ratio = policy->regression_ratio;
+	r->alpha = policy->alpha;
+	memcpy(r->tiers, policy->tiers, sizeof(r->tiers));
+	r->claim_tail = policy->alpha / (2.0 * (double)(r->n_gating ? r->n_gating : 1) * policy->looks);
+	if ((error = ab_speed_pairs_needed(&r->pairs_min, &r->pairs_max, policy, r->n_gating)) != 0)
+		goto cleanup;
+	r->pairs = n_pairs0;
+	r->confirm_pairs_seen = n_pairs1;
+	r->tier = -1;
+	failures_count(r, samples, n_samples);
+
+	/* Batch 0: every series, its statistics and claims. */
+	for (size_t k = 0; k < n_keys; k++) {
+		struct ab_speed_series *s = &r->series[k];
+		int m = 0;
+		struct ab_speed_side sides[2];
+		memset(sides, 0, sizeof(sides));
+		if ((error = collect_pairs(d, &m, sides, samples, n_samples, 0, &keys[k], pairs0, n_pairs0,
+			scratch_base, scratch_head)) != 0 ||
+		    (error = series_stats(s, d, m, policy, r->claim_tail)) != 0)
+			goto cleanup;
+		s->base = sides[AB_SIDE_BASE];
+		s->head = sides[AB_SIDE_HEAD];
+		s->pairs = n_pairs0;
+		s->n_pairs = m;
+		s->failed_pairs = n_pairs0 - m;
+		s->outcome = outcome_of(s);
+		double scale = 2.0 * (double)(r->n_gating ? r->n_gating : 1) * policy->looks;
+		s->p_adj = s->p_regression * scale > 1.0 ? 1.0 : s->p_regression * scale;
+		if (!s->gating)
+			continue;
+		s->regression = s->ci_adj.hi < policy->regression_ratio;
+		for (int t = AB_TIER_COUNT - 1; t >= 0; t--)
+			if (s->ci_adj.lo >= 1.0 + policy->tiers[t]) {
+				s->tier = t;
+				break;
+			}
+		if (s->tier > r->tier)
+			r->tier = s->tier;
+		r->regression |= s->regression;
+		if (s->pairs > 0 && (double)s->failed_pairs > policy->max_failed_fraction * s->pairs &&
+		    !r->infra) {
+			r->infra = 1;
+			snprintf(r->infra_reason, sizeof(r->infra_reason), "%s %s at ctx %d lost %d of %d "
+				"pairs to failed samples: ", s->model, ab_speed_metric_short(s->metric), s->ctx,
+				s->failed_pairs, s->pairs);
+			failure_side_summary(r->infra_reason, sizeof(r->infra_reason), "base",
+				&r->failures[AB_SIDE_BASE]);
+			append(r->infra_reason, sizeof(r->infra_reason), "; ");
+			failure_side_summary(r->infra_reason, sizeof(r->infra_reason), "head",
+				&r->failures[AB_SIDE_HEAD]);
+		}
+	}
+
+	/* The plan: the looks of batch 0, then the confirmation batch. */
+	int points[64];
+	int n_points = schedule(points, policy->looks < 64 ? policy->looks : 64, r->pairs_min,
+		r->pairs_max);
+	r->look = 0;
+	for (int i = 0; i < n_points; i++)
+		if (n_pairs0 >= points[i])
+			r->look = i + 1;
+	int main_open = 0;
+	if (r->infra) {
+		main_open = 0;
+	} else if (r->look == 0) {
+		main_open = 1;
+		snprintf(r->open_reason, sizeof(r->open_reason), "first look at %d pairs", points[0]);
+	} else if (r->look < n_points && !r->regression) {
+		for (size_t k = 0; k < n_keys && !main_open; k++)
+			if (series_open(&r->series[k], policy, r->tier)) {
+				main_open = 1;
+				snprintf(r->open_reason, sizeof(r->open_reason), "%s %s at ctx %d is undecided",
+					r->series[k].model, ab_speed_metric_short(r->series[k].metric),
+					r->series[k].ctx);
+			}
+	}
+	if (main_open) {
+		r->open = 1;
+		r->next_batch = 0;
+		r->next_pairs = points[r->look];
+	} else if (r->regression && !r->infra && policy->confirm_pairs > 0) {
+		int flagged = 0;
+		for (size_t k = 0; k < n_keys; k++)
+			flagged += r->series[k].regression;
+		int feasible = even_up(ab_stats_signed_rank_min_n(policy->alpha / flagged));
+		r->confirm_pairs = even_up(policy->confirm_pairs > feasible ? policy->confirm_pairs : feasible);
+		if (n_pairs1 < r->confirm_pairs) {
+			r->open = 1;
+			r->next_batch = 1;
+			r->next_pairs = r->confirm_pairs;
+			snprintf(r->open_reason, sizeof(r->open_reason),
+				"confirming %d regression(s) with an independent batch", flagged);
+		} else if ((error = evaluate_confirmation(r, policy, samples, n_samples, keys, pairs1,
+			n_pairs1, d)) != 0) {
+			goto cleanup;
+		}
+	} else {
+		for (size_t k = 0; k < n_keys; k++)
+			r->series[k].confirmed = r->series[k].regression;
+	}
+
+	for (size_t k = 0; k < n_keys; k++) {
+		const struct ab_speed_series *s = &r->series[k];
+		struct ab_speed_model *m = r->models;
+		while (strcmp(m->name, s->model) != 0)
+			m++;
+		if (s->tier > m->tier)
+			m->tier = s->tier;
+		if (s->confirmed && !r->open) {
+			m->reject = 1;
+			r->reject = 1;
+		}
+		if (s->gating && s->pairs > 0 &&
+		    (double)s->failed_pairs > policy->max_failed_fraction * s->pairs)
+			m->infra = 1;
+	}
+	build_method(r, policy);
+	*out = r;
+	r = NULL;
+	error = 0;
+	goto cleanup;
+oom:
+	error = ab_error_set("speed: out of memory");
+cleanup:
+	ab_speed_result_free(r);
+	free(keys);
+	free(pairs0);
+	free(pairs1);
+	free(d);
+	free(scratch_base);
+	free(scratch_head);
+	return error;
+}
