@@ -1,0 +1,539 @@
+/*
+ * config.c - the service configuration, driven by one key table: each row names a key, its type,
+ * its default and its meaning. The parser walks the JSON against the table (unknown keys and wrong
+ * types are errors with the key's path), the start-up dump prints every row with secrets masked,
+ * and the markdown of the same table documents the sample config.
+ */
+#define _GNU_SOURCE  /* strcasestr, strptime, timegm */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <jansson.h>
+
+#include "error.h"
+#include "log.h"
+
+#define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
+#define SECRET_FILE_MAX (64 << 10)
+
+enum key_type { T_STR, T_SECRET, T_INT, T_I64 };
+enum key_section { S_TOP, S_GITHUB, S_REPO };
+
+struct key_def {
+	enum key_section section;
+	const char *key;
+	enum key_type type;
+	size_t offset;         /* into struct ab_config, ab_github_config or ab_repo_config */
+	const char *dflt;      /* NULL: no default (unset) */
+	int64_t min, max;      /* for integers */
+	const char *meaning;
+};
+
+#define TOP(k, t, f, d, lo, hi, m) { S_TOP, k, t, offsetof(struct ab_config, f), d, lo, hi, m }
+#define GH(k, t, f, d, lo, hi, m) { S_GITHUB, k, t, offsetof(struct ab_github_config, f), d, lo, hi, m }
+#define REPO(k, t, f, d, lo, hi, m) { S_REPO, k, t, offsetof(struct ab_repo_config, f), d, lo, hi, m }
+
+static const struct key_def key_table[] = {
+	TOP("listen", T_STR, listen, "127.0.0.1:8080", 0, 0,
+	    "address:port of the webhook receiver (POST /webhook, GET /healthz, GET /metrics); port 0 picks a free one"),
+	TOP("state_dir", T_STR, state_dir, "./.abgate", 0, 0,
+	    "evaluations, mirrors and builds (abgate.db) and the job queue (queue.db)"),
+	TOP("webhook_secret", T_SECRET, webhook_secret, NULL, 0, 0,
+	    "secret of the GitHub webhook (HMAC-SHA256); env ABGATE_WEBHOOK_SECRET wins"),
+	TOP("webhook_secret_file", T_STR, webhook_secret_file, NULL, 0, 0,
+	    "file holding the webhook secret (trailing newline ignored)"),
+	TOP("webhook_max_body", T_I64, webhook_max_body, "5242880", 1024, 1 << 30,
+	    "largest webhook body in bytes; larger ones get 413 without being buffered"),
+	GH("api_url", T_STR, api_url, "https://api.github.com", 0, 0,
+	   "GitHub REST base URL (GHES: https://HOST/api/v3)"),
+	GH("token", T_SECRET, token, NULL, 0, 0,
+	   "token auth (PAT or GITHUB_TOKEN); env ABGATE_GITHUB_TOKEN wins; cannot create check runs, so commit statuses are used"),
+	GH("token_file", T_STR, token_file, NULL, 0, 0, "file holding the token"),
+	GH("app_id", T_I64, app_id, "0", 0, INT64_MAX, "GitHub App id (App auth: app_id + private_key_file + installation_id)"),
+	GH("private_key_file", T_STR, private_key_file, NULL, 0, 0, "the App's PEM private key (RS256 JWT)"),
+	GH("installation_id", T_I64, installation_id, "0", 0, INT64_MAX, "the App installation whose token is used"),
+	GH("user_agent", T_STR, user_agent, "abgate/0.1", 0, 0, "User-Agent of every API request"),
+	GH("check_name", T_STR, check_name, "abgate", 0, 0, "name of the check run, and context of the fallback commit status"),
+	GH("output_dir", T_STR, output_dir, NULL, 0, 0,
+	   "with no auth configured, 'posts' are written here (default <state_dir>/github-out)"),
+	GH("timeout_s", T_INT, timeout_s, "30", 1, 600, "per-request timeout (connect + transfer)"),
+	GH("max_retries", T_INT, max_retries, "5", 0, 20, "retries of one request on 5xx, network errors and rate limits"),
+	GH("backoff_base_ms", T_INT, backoff_base_ms, "1000", 1, 600000, "first retry delay; doubles per retry, full jitter"),
+	GH("backoff_max_ms", T_INT, backoff_max_ms, "32000", 1, 3600000, "cap on one retry delay"),
+	GH("max_wait_s", T_INT, max_wait_s, "120", 0, 3600,
+	   "longest Retry-After / x-ratelimit-reset wait taken in line; a longer one defers the post"),
+	REPO("name", T_STR, name, NULL, 0, 0, "\"owner/repo\" (required)"),
+	REPO("git_url", T_STR, git_url, NULL, 0, 0, "clone URL or local path (default https://github.com/<name>.git)"),
+	REPO("base", T_STR, base, "main", 0, 0, "base ref every PR is measured against"),
+	REPO("suite", T_STR, suite, NULL, 0, 0, "suite file (default: guards/default.json from the base commit)"),
+	REPO("pairs_min", T_INT, pairs_min, "0", 0, 100000, "override the suite's pairs_min (0: the suite's)"),
+	REPO("pairs_max", T_INT, pairs_max, "0", 0, 100000, "override the suite's pairs_max (0: the suite's)"),
+	TOP("workers", T_INT, workers, "1", 1, 64, "evaluations run at once (one GPU: 1)"),
+	TOP("poll_interval_s", T_INT, poll_interval_s, "300", 0, 86400,
+	    "every so often list open PRs and enqueue heads with no result (0: off)"),
+	TOP("job_timeout_s", T_INT, job_timeout_s, "7200", 1, 7 * 86400, "an evaluation running longer is stopped (infra error)"),
+	TOP("max_attempts", T_INT, max_attempts, "3", 1, 100, "attempts per job when workers die; then closed as infra error"),
+	TOP("lease_s", T_INT, lease_s, "60", 3, 3600, "a worker's lease on its job, renewed every lease_s/3"),
+	TOP("report_retry_max_s", T_INT, report_retry_max_s, "900", 1, 86400,
+	    "cap on the delay between retries of a post that could not be made"),
+	TOP("delivery_ttl_days", T_INT, delivery_ttl_days, "14", 1, 3650, "how long X-GitHub-Delivery ids are kept for dedupe"),
+	TOP("jobs", T_INT, jobs, "0", 0, 1024, "build parallelism {jobs} (0: online cores)"),
+	TOP("log_level", T_STR, log_level, "info", 0, 0, "error | warn | info | debug"),
+};
+#define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
+
+static void *field(void *base, const struct key_def *d) { return (char *)base + d->offset; }
+
+static void *section_base(struct ab_config *cfg, enum key_section s, struct ab_repo_config *repo)
+{
+	return s == S_TOP ? (void *)cfg : s == S_GITHUB ? (void *)&cfg->github : (void *)repo;
+}
+
+static int set_default(void *base, const struct key_def *d)
+{
+	if (!d->dflt)
+		return 0;
+	switch (d->type) {
+	case T_STR:
+	case T_SECRET:
+		if (!(*(char **)field(base, d) = strdup(d->dflt)))
+			return ab_error_set("out of memory");
+		return 0;
+	case T_INT: *(int *)field(base, d) = atoi(d->dflt); return 0;
+	case T_I64: *(int64_t *)field(base, d) = strtoll(d->dflt, NULL, 10); return 0;
+	}
+	return 0;
+}
+
+static int set_value(void *base, const struct key_def *d, json_t *value, const char *path)
+{
+	if (d->type == T_STR || d->type == T_SECRET) {
+		if (json_is_null(value))
+			return 0;
+		if (!json_is_string(value))
+			return ab_error_setc(AB_EINVALID, "config: %s: expected a string", path);
+		char **slot = field(base, d);
+		free(*slot);
+		if (!(*slot = strdup(json_string_value(value))))
+			return ab_error_set("out of memory");
+		return 0;
+	}
+	if (!json_is_integer(value))
+		return ab_error_setc(AB_EINVALID, "config: %s: expected an integer", path);
+	json_int_t v = json_integer_value(value);
+	if (v < d->min || v > d->max)
+		return ab_error_setc(AB_EINVALID, "config: %s: %" JSON_INTEGER_FORMAT " is outside [%" PRId64 ", %" PRId64 "]",
+				     path, v, d->min, d->max);
+	if (d->type == T_INT)
+		*(int *)field(base, d) = (int)v;
+	else
+		*(int64_t *)field(base, d) = v;
+	return 0;
+}
+
+/* Walks one JSON object against the rows of `section`. */
+static int parse_section(struct ab_config *cfg, enum key_section section, struct ab_repo_config *repo,
+			 json_t *obj, const char *prefix)
+{
+	const char *key;
+	json_t *value;
+	char path[256];
+
+	if (!json_is_object(obj))
+		return ab_error_setc(AB_EINVALID, "config: %s: expected an object", prefix[0] ? prefix : "(top)");
+	json_object_foreach(obj, key, value) {
+		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", key);
+		if (key[0] == '_')
+			continue;
+		if (section == S_TOP && !strcmp(key, "github")) {
+			if (parse_section(cfg, S_GITHUB, NULL, value, "github") < 0)
+				return -1;
+			continue;
+		}
+		if (section == S_TOP && !strcmp(key, "repos")) {
+			if (!json_is_array(value))
+				return ab_error_setc(AB_EINVALID, "config: repos: expected an array");
+			size_t i, n = json_array_size(value);
+			if (n > 1000)
+				return ab_error_setc(AB_EINVALID, "config: repos: more than 1000 entries");
+			cfg->repos = calloc(n ? n : 1, sizeof(*cfg->repos));
+			if (!cfg->repos)
+				return ab_error_set("out of memory");
+			for (i = 0; i < n; i++) {
+				struct ab_repo_config *r = &cfg->repos[i];
+				char rp[32];
+				cfg->repo_count = i + 1;
+				for (size_t k = 0; k < KEY_COUNT; k++)
+					if (key_table[k].section == S_REPO && set_default(r, &key_table[k]) < 0)
+						return -1;
+				snprintf(rp, sizeof(rp), "repos[%zu]", i);
+				if (parse_section(cfg, S_REPO, r, json_array_get(value, i), rp) < 0)
+					return -1;
+			}
+			continue;
+		}
+		const struct key_def *d = NULL;
+		for (size_t k = 0; k < KEY_COUNT; k++)
+			if (key_table[k].section == section && !strcmp(key_table[k].key, key))
+				d = &key_table[k];
+		if (!d)
+			return ab_error_setc(AB_EINVALID, "config: %s: unknown key", path);
+		if (set_value(section_base(cfg, section, repo), d, value, path) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Reads a small secret file, trailing whitespace dropped. Warns when others may read it. */
+static int read_secret_file(char **out, const char *path, const char *what)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	struct stat st;
+	size_t n;
+	int error = -1;
+
+	if (!(f = fopen(path, "rb"))) {
+		ab_error_errno("config: %s: cannot open %s", what, path);
+		goto cleanup;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+		AB_WARN("config: %s file %s is readable by group or others (chmod 600)", what, path);
+	if (!(buf = malloc(SECRET_FILE_MAX + 1))) {
+		ab_error_set("out of memory");
+		goto cleanup;
+	}
+	n = fread(buf, 1, SECRET_FILE_MAX + 1, f);
+	if (n > SECRET_FILE_MAX) {
+		ab_error_setc(AB_EINVALID, "config: %s: %s is larger than %d bytes", what, path, SECRET_FILE_MAX);
+		goto cleanup;
+	}
+	while (n > 0 && isspace((unsigned char)buf[n - 1]))
+		n--;
+	buf[n] = '\0';
+	if (n == 0) {
+		ab_error_setc(AB_EINVALID, "config: %s: %s is empty", what, path);
+		goto cleanup;
+	}
+	*out = buf;
+	buf = NULL;
+	error = 0;
+cleanup:
+	free(buf);
+	if (f)
+		fclose(f);
+	return error;
+}
+
+/* Resolves one secret: env wins, then *_file, then the inline value. */
+static int resolve_secret(char **value, char **source, const char *file, const char *env, const char *what)
+{
+	const char *ev = getenv(env);
+	char *s = NULL;
+	char src[512];
+
+	if (ev && ev[0]) {
+		if (!(s = strdup(ev)))
+			return ab_error_set("out of memory");
+		snprintf(src, sizeof(src), "env %s", env);
+	} else if (file) {
+		if (read_secret_file(&s, file, what) < 0)
+			return -1;
+		snprintf(src, sizeof(src), "file %s", file);
+	} else if (*value) {
+		snprintf(src, sizeof(src), "config");
+	} else {
+		return 0;
+	}
+	if (s) {
+		free(*value);
+		*value = s;
+	}
+	free(*source);
+	if (!(*source = strdup(src)))
+		return ab_error_set("out of memory");
+	return 0;
+}
+
+static int valid_repo_name(const char *name)
+{
+	const char *slash = strchr(name, '/');
+	if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/'))
+		return 0;
+	for (const char *p = name; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("-_./", *p))
+			return 0;
+	return 1;
+}
+
+static int finish(struct ab_config *cfg)
+{
+	char buf[1024];
+	size_t i;
+
+	if (resolve_secret(&cfg->webhook_secret, &cfg->webhook_secret_source, cfg->webhook_secret_file,
+			   "ABGATE_WEBHOOK_SECRET", "webhook_secret") < 0)
+		return -1;
+	if (resolve_secret(&cfg->github.token, &cfg->github.token_source, cfg->github.token_file,
+			   "ABGATE_GITHUB_TOKEN", "github.token") < 0)
+		return -1;
+	if (cfg->github.token && (cfg->github.app_id || cfg->github.installation_id || cfg->github.private_key_file))
+		return ab_error_setc(AB_EINVALID, "config: github: both a token and App auth are configured; pick one");
+	if ((cfg->github.app_id || cfg->github.installation_id || cfg->github.private_key_file) &&
+	    !(cfg->github.app_id && cfg->github.installation_id && cfg->github.private_key_file))
+		return ab_error_setc(AB_EINVALID,
+				     "config: github: App auth needs app_id, private_key_file and installation_id together");
+	size_t ulen = strlen(cfg->github.api_url);
+	while (ulen > 0 && cfg->github.api_url[ulen - 1] == '/')
+		cfg->github.api_url[--ulen] = '\0';
+	if (strncmp(cfg->github.api_url, "http://", 7) && strncmp(cfg->github.api_url, "https://", 8))
+		return ab_error_setc(AB_EINVALID, "config: github.api_url: expected an http(s) URL");
+	if (!cfg->github.output_dir) {
+		snprintf(buf, sizeof(buf), "%s/github-out", cfg->state_dir);
+		if (!(cfg->github.output_dir = strdup(buf)))
+			return ab_error_set("out of memory");
+	}
+	if (!strchr(cfg->listen, ':'))
+		return ab_error_setc(AB_EINVALID, "config: listen: expected host:port");
+	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "info") &&
+	    strcmp(cfg->log_level, "debug"))
+		return ab_error_setc(AB_EINVALID, "config: log_level: expected error, warn, info or debug");
+	for (i = 0; i < cfg->repo_count; i++) {
+		struct ab_repo_config *r = &cfg->repos[i];
+		if (!r->name)
+			return ab_error_setc(AB_EINVALID, "config: repos[%zu].name: required", i);
+		if (!valid_repo_name(r->name))
+			return ab_error_setc(AB_EINVALID, "config: repos[%zu].name: expected \"owner/repo\", got \"%s\"", i,
+					     r->name);
+		for (size_t j = 0; j < i; j++)
+			if (!strcasecmp(cfg->repos[j].name, r->name))
+				return ab_error_setc(AB_EINVALID, "config: repos[%zu].name: %s is listed twice", i, r->name);
+		if (!r->git_url) {
+			snprintf(buf, sizeof(buf), "https://github.com/%s.git", r->name);
+			if (!(r->git_url = strdup(buf)))
+				return ab_error_set("out of memory");
+		}
+		if (r->pairs_max && r->pairs_min > r->pairs_max)
+			return ab_error_setc(AB_EINVALID, "config: repos[%zu]: pairs_min > pairs_max", i);
+	}
+	return 0;
+}
+
+int ab_config_load(struct ab_config **out, const char *path)
+{
+	struct ab_config *cfg = NULL;
+	json_t *root = NULL;
+	json_error_t jerr;
+	size_t k;
+	int error = -1;
+
+	if (!(cfg = calloc(1, sizeof(*cfg)))) {
+		ab_error_set("out of memory");
+		goto cleanup;
+	}
+	for (k = 0; k < KEY_COUNT; k++)
+		if (key_table[k].section != S_REPO && set_default(section_base(cfg, key_table[k].section, NULL), &key_table[k]) < 0)
+			goto cleanup;
+	if (path) {
+		struct stat st;
+		if (stat(path, &st) < 0) {
+			ab_error_errno("config: %s", path);
+			goto cleanup;
+		}
+		if (st.st_size > CONFIG_FILE_MAX) {
+			ab_error_setc(AB_EINVALID, "config: %s is larger than %d bytes", path, CONFIG_FILE_MAX);
+			goto cleanup;
+		}
+		if (!(root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr))) {
+			ab_error_setc(AB_EINVALID, "config: %s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+			goto cleanup;
+		}
+		if (parse_section(cfg, S_TOP, NULL, root, "") < 0) {
+			ab_error_wrap(AB_EINVALID, "%s", path);
+			goto cleanup;
+		}
+		if (!(cfg->path = strdup(path))) {
+			ab_error_set("out of memory");
+			goto cleanup;
+		}
+	}
+	if (finish(cfg) < 0)
+		goto cleanup;
+	*out = cfg;
+	cfg = NULL;
+	error = 0;
+cleanup:
+	json_decref(root);
+	ab_config_free(cfg);
+	return error;
+}
+
+static void free_section(void *base, enum key_section section)
+{
+	for (size_t k = 0; k < KEY_COUNT; k++)
+		if (key_table[k].section == section && (key_table[k].type == T_STR || key_table[k].type == T_SECRET)) {
+			char **slot = field(base, &key_table[k]);
+			if (*slot && key_table[k].type == T_SECRET)
+				memset(*slot, 0, strlen(*slot));  /* do not leave secrets in freed memory */
+			free(*slot);
+		}
+}
+
+void ab_config_free(struct ab_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < cfg->repo_count; i++)
+		free_section(&cfg->repos[i], S_REPO);
+	free(cfg->repos);
+	free_section(cfg, S_TOP);
+	free_section(&cfg->github, S_GITHUB);
+	free(cfg->webhook_secret_source);
+	free(cfg->github.token_source);
+	free(cfg->path);
+	free(cfg);
+}
+
+int ab_config_check_serve(const struct ab_config *cfg)
+{
+	if (!cfg->webhook_secret)
+		return ab_error_setc(AB_EINVALID, "config: no webhook secret (webhook_secret, webhook_secret_file or "
+						  "ABGATE_WEBHOOK_SECRET): unsigned webhooks are never accepted");
+	if (cfg->repo_count == 0)
+		return ab_error_setc(AB_EINVALID, "config: repos: at least one repository is needed");
+	return 0;
+}
+
+const struct ab_repo_config *ab_config_repo(const struct ab_config *cfg, const char *name)
+{
+	for (size_t i = 0; name && i < cfg->repo_count; i++)
+		if (!strcasecmp(cfg->repos[i].name, name))
+			return &cfg->repos[i];
+	return NULL;
+}
+
+int ab_config_has_auth(const struct ab_config *cfg)
+{
+	return cfg->github.token != NULL || cfg->github.app_id != 0;
+}
+
+/* A growing text buffer for describe/markdown. */
+struct text {
+	char *buf;
+	size_t len, cap;
+	int failed;
+};
+
+static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->failed)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = 1;
+			return;
+		}
+		if (t->buf && t->len + (size_t)n < t->cap) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
+		char *nb = realloc(t->buf, cap);
+		if (!nb) {
+			t->failed = 1;
+			return;
+		}
+		t->buf = nb;
+		t->cap = cap;
+	}
+}
+
+static int text_finish(char **out, struct text *t)
+{
+	if (t->failed || !t->buf) {
+		free(t->buf);
+		return ab_error_set("out of memory");
+	}
+	*out = t->buf;
+	return 0;
+}
+
+static void describe_value(struct text *t, void *base, const struct key_def *d, const char *prefix,
+			   const char *source)
+{
+	text_add(t, "  %s%s = ", prefix, d->key);
+	switch (d->type) {
+	case T_SECRET: {
+		const char *v = *(char **)field(base, d);
+		if (v)
+			text_add(t, "******** (%zu chars, from %s)\n", strlen(v), source ? source : "config");
+		else
+			text_add(t, "(not set)\n");
+		return;
+	}
+	case T_STR: {
+		const char *v = *(char **)field(base, d);
+		text_add(t, v ? "\"%s\"\n" : "(not set)\n", v);
+		return;
+	}
+	case T_INT: text_add(t, "%d\n", *(int *)field(base, d)); return;
+	case T_I64: text_add(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
+	}
+}
+
+int ab_config_describe(char **out, const struct ab_config *cfg)
+{
+	struct text t = { 0 };
+
+	text_add(&t, "effective configuration (%s):\n", cfg->path ? cfg->path : "defaults");
+	for (size_t k = 0; k < KEY_COUNT; k++) {
+		const struct key_def *d = &key_table[k];
+		if (d->section == S_TOP)
+			describe_value(&t, (void *)cfg, d, "", d->type == T_SECRET ? cfg->webhook_secret_source : NULL);
+		else if (d->section == S_GITHUB)
+			describe_value(&t, (void *)&cfg->github, d, "github.",
+				       d->type == T_SECRET ? cfg->github.token_source : NULL);
+	}
+	text_add(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
+				       : cfg->github.app_id ? "GitHub App (check runs)"
+							    : "none: posts are written to github.output_dir");
+	for (size_t i = 0; i < cfg->repo_count; i++) {
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "repos[%zu].", i);
+		for (size_t k = 0; k < KEY_COUNT; k++)
+			if (key_table[k].section == S_REPO)
+				describe_value(&t, &cfg->repos[i], &key_table[k], prefix, NULL);
+	}
+	return text_finish(out, &t);
+}
+
+int ab_config_table_markdown(char **out)
+{
+	static const char *type_names[] = { "string", "secret string", "integer", "integer" };
+	struct text t = { 0 };
+
+	text_add(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");
+	for (size_t k = 0; k < KEY_COUNT; k++) {
+		const struct key_def *d = &key_table[k];
+		const char *prefix = d->section == S_GITHUB ? "github." : d->section == S_REPO ? "repos[]." : "";
+		text_add(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
+			 d->dflt ? d->dflt : "—", d->dflt ? "`" : "", d->meaning);
+	}
+	return text_finish(out, &t);
+}

@@ -1,0 +1,523 @@
+/*
+ * eval.c - one A/B evaluation end to end (see eval.h): repository and refs (repo.h), the suite from
+ * the base commit (suite.h), both builds (build.h), the models (models.h), the interleaved pairs
+ * (measure.h), the verdict (guards/), the abgate.result/1 document (reports/) and the store. Each
+ * step's failure is classified here: a configuration problem is AB_EVAL_USAGE, the box's problem
+ * is eval:infra-error, the PR's problem is eval:REJECT.
+ */
+#include "eval.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "env.h"
+#include "error.h"
+#include "log.h"
+#include "measure.h"
+#include "models.h"
+#include "proc.h"
+#include "repo.h"
+#include "result.h"
+#include "speed.h"
+#include "store.h"
+#include "suite.h"
+#include "verdict.h"
+
+#define SUITE_DEFAULT_PATH "guards/default.json"
+#define EVAL_INFO(E, ...) do { if (!(E)->o->quiet) AB_INFO(__VA_ARGS__); } while (0)
+
+struct eval {
+	const struct ab_eval_options *o;
+	char *state_dir;                 /* absolute */
+	ab_store *store;
+	int64_t id;
+	ab_repo *repo;
+	struct ab_repo_commit side[2];   /* [AB_SIDE_BASE], [AB_SIDE_HEAD] */
+	struct ab_repo_change *changes;
+	size_t n_changes;
+	struct ab_suite *suite;
+	uint64_t seed;
+	int jobs;
+	char *src[2];
+	struct ab_build_result build[2];
+	enum ab_build_status build_status[2];
+	char **model_paths;
+	struct ab_samples samples;
+	struct ab_speed_result *speed;
+	struct ab_speed_policy policy;
+	const char *model_names[16];     /* suite order, primary first (policy.models points here) */
+	struct ab_measure_report measure;
+	char infra[512];                 /* evaluation-level infra failure, "" when none */
+	struct ab_result_timing timing;
+	int64_t t0;
+};
+
+static double seconds_since(int64_t t)
+{
+	return (ab_proc_now_ns() - t) / 1e9;
+}
+
+static uint64_t fresh_seed(void)
+{
+	uint64_t seed = 0;
+	FILE *f = fopen("/dev/urandom", "rb");
+	if (f == NULL || fread(&seed, sizeof(seed), 1, f) != 1)
+		seed = (uint64_t)ab_proc_now_ns() ^ ((uint64_t)getpid() << 32);
+	if (f)
+		fclose(f);
+	return seed;
+}
+
+static void iso_now(char *buf, size_t size)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int state_dir_init(struct eval *E)
+{
+	const char *dir = E->o->state_dir ? E->o->state_dir : ".abgate";
+	char resolved[PATH_MAX];
+	if (ab_proc_mkdirs(dir) < 0)
+		return ab_error_wrap(AB_ERROR, "state dir %s", dir);
+	if (realpath(dir, resolved) == NULL)
+		return ab_error_errno("state dir %s", dir);
+	E->state_dir = strdup(resolved);
+	return E->state_dir ? 0 : ab_error_set("out of memory");
+}
+
+/* Opens the repository (or its mirror) and resolves both refs: every failure is a usage error,
+ * except a clone/fetch of a remote, which is the network's (infra). */
+static int refs_resolve(struct eval *E, int *out_status)
+{
+	const char *names[2] = { E->o->base_ref, E->o->head_ref };
+	*out_status = AB_EVAL_USAGE;
+	if (ab_repo_is_url(E->o->repo)) {
+		EVAL_INFO(E, "fetching %s", E->o->repo);
+		if (ab_repo_mirror(&E->repo, E->o->repo, E->state_dir) < 0) {
+			*out_status = AB_EVAL_INFRA;
+			return ab_error_wrap(AB_ERROR, "repository %s", E->o->repo);
+		}
+	} else if (ab_repo_open(&E->repo, E->o->repo) < 0) {
+		return ab_error_wrap(AB_ERROR, "repository %s", E->o->repo);
+	}
+	for (int s = 0; s < 2; s++) {
+		if (ab_repo_resolve(&E->side[s], E->repo, names[s]) < 0)
+			return ab_error_wrap(AB_ERROR, "%s ref '%s'", s ? "head" : "base", names[s]);
+	}
+	EVAL_INFO(E, "base %s = %.12s, head %s = %.12s", names[0], E->side[0].sha, names[1], E->side[1].sha);
+	return 0;
+}
+
+/* The suite: --suite FILE, else guards/default.json from the BASE commit (never the head's). */
+static int suite_load(struct eval *E)
+{
+	if (E->o->suite_path)
+		return ab_suite_load_file(&E->suite, E->o->suite_path);
+	char *text = NULL;
+	size_t len = 0;
+	int error = ab_repo_read_file(&text, &len, E->repo, E->side[AB_SIDE_BASE].sha, SUITE_DEFAULT_PATH,
+		AB_SUITE_MAX_BYTES);
+	if (error < 0) {
+		free(text);
+		return ab_error_wrap(error, "no --suite given and no %s in the base commit", SUITE_DEFAULT_PATH);
+	}
+	char origin[128];
+	snprintf(origin, sizeof(origin), "%s@%.12s", SUITE_DEFAULT_PATH, E->side[AB_SIDE_BASE].sha);
+	error = ab_suite_load_buffer(&E->suite, text, len, origin);
+	free(text);
+	return error;
+}
+
+static void policy_from_suite(struct eval *E)
+{
+	const struct ab_suite *s = E->suite;
+	struct ab_speed_policy *p = &E->policy;
+	ab_speed_policy_init(p);
+	p->margin = s->speed.margin;
+	p->regression_ratio = s->speed.regression_ratio;
+	p->alpha = s->speed.alpha;
+	p->method = s->speed.method == AB_SUITE_METHOD_BOOTSTRAP ? AB_SPEED_BOOTSTRAP_BCA : AB_SPEED_WILCOXON;
+	p->seed = E->seed;
+	p->max_failed_fraction = s->speed.max_failed_fraction;
+	p->pairs_min = E->o->pairs_min > 0 ? E->o->pairs_min : s->speed.pairs_min;
+	p->pairs_max = E->o->pairs_max > 0 ? E->o->pairs_max : s->speed.pairs_max;
+	if (p->pairs_max < p->pairs_min)
+		p->pairs_max = p->pairs_min;
+	p->confirm_pairs = s->speed.confirm_pairs;
+	for (int t = 0; t < AB_TIER_COUNT && t < AB_SUITE_TIER_COUNT; t++)
+		p->tiers[t] = s->tiers[t].min_gain;
+	for (int m = 0; m < s->model_count && m < 16; m++)
+		E->model_names[m] = s->models[m].name;
+	p->models = E->model_names;
+	p->n_models = (size_t)(s->model_count < 16 ? s->model_count : 16);
+}
+
+static int checkout_and_build(struct eval *E)
+{
+	int64_t t = ab_proc_now_ns();
+	for (int s = 0; s < 2; s++) {
+		if (ab_repo_checkout(&E->src[s], NULL, E->repo, E->side[s].sha, E->state_dir) < 0)
+			return ab_error_wrap(AB_ERROR, "checkout of %s", s ? "head" : "base");
+	}
+	for (int s = 0; s < 2; s++) {
+		const char *name = s ? "head" : "base";
+		struct ab_build_request rq = {
+			.state_dir = E->state_dir,
+			.src_dir = E->src[s],
+			.tree_id = E->side[s].tree,
+			.side = name,
+			.configure = E->suite->configure.argc ? (const char *const *)E->suite->configure.argv : NULL,
+			.build = (const char *const *)E->suite->build.argv,
+			.timeout_s = E->suite->build_timeout_s,
+			.jobs = E->jobs,
+		};
+		EVAL_INFO(E, "building %s (tree %.12s)", name, E->side[s].tree);
+		if (ab_build_run(&E->build[s], &rq) < 0)
+			return ab_error_wrap(AB_ERROR, "build of %s", name);
+		switch (E->build[s].state) {
+		case AB_BUILD_STATE_OK:
+			E->build_status[s] = AB_BUILD_OK;
+			EVAL_INFO(E, "%s build %s (%.1f s)", name, E->build[s].reused ? "reused" : "done",
+				E->build[s].duration_s);
+			break;
+		case AB_BUILD_STATE_FAILED:
+			E->build_status[s] = AB_BUILD_FAILED;
+			break;
+		default:
+			E->build_status[s] = AB_BUILD_INFRA;
+			break;
+		}
+		if (E->build_status[s] != AB_BUILD_OK) {
+			AB_WARN("%s build failed: %s (log %s)", name, E->build[s].reason, E->build[s].log_path);
+			break;   /* a failed base aborts (infra); a failed head is the verdict */
+		}
+	}
+	E->timing.build_s = seconds_since(t);
+	return 0;
+}
+
+/* argv and env of one side's SUT for one model. */
+static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***env_store,
+	const struct eval *E, const struct ab_suite_sut *sut, int side, const char *model_path)
+{
+	char jobs[16];
+	snprintf(jobs, sizeof(jobs), "%d", E->jobs);
+	struct ab_subst vars[] = {
+		{ "src", E->src[side] }, { "build", E->build[side].build_dir }, { "model", model_path },
+		{ "state", E->state_dir }, { "jobs", jobs },
+	};
+	size_t n_vars = sizeof(vars) / sizeof(vars[0]);
+	if (ab_build_subst_argv(argv_store, (const char *const *)sut->command.argv, vars, n_vars) < 0)
+		return ab_error_wrap(AB_EINVALID, "sut.command");
+	if (sut->env_count > 0) {
+		char **tmpl = calloc((size_t)sut->env_count + 1, sizeof(char *));
+		if (tmpl == NULL)
+			return ab_error_set("out of memory");
+		for (int i = 0; i < sut->env_count; i++) {
+			size_t len = strlen(sut->env[i].name) + strlen(sut->env[i].value) + 2;
+			if ((tmpl[i] = malloc(len)) != NULL)
+				snprintf(tmpl[i], len, "%s=%s", sut->env[i].name, sut->env[i].value);
+		}
+		int error = ab_build_subst_argv(env_store, (const char *const *)tmpl, vars, n_vars);
+		ab_build_argv_free(tmpl);
+		if (error < 0)
+			return ab_error_wrap(AB_EINVALID, "sut.env");
+	}
+	out->argv = (const char *const *)*argv_store;
+	out->env = (const char *const *)*env_store;
+	out->cwd = E->src[side];
+	return 0;
+}
+
+static int measure(struct eval *E)
+{
+	int n_models = E->suite->model_count, error = -1;
+	struct ab_measure_sut *suts[2] = { NULL, NULL };
+	char **argvs[2][16] = { { 0 } }, **envs[2][16] = { { 0 } };
+	char log_dir[4096];
+
+	if (n_models > 16)
+		return ab_error_setc(AB_EINVALID, "suite: at most 16 models");
+	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
+	if (ab_proc_mkdirs(log_dir) < 0)
+		return -1;
+	for (int s = 0; s < 2; s++) {
+		if ((suts[s] = calloc((size_t)n_models, sizeof(*suts[s]))) == NULL)
+			goto cleanup;
+		for (int m = 0; m < n_models; m++)
+			if (sut_command(&suts[s][m], &argvs[s][m], &envs[s][m], E, &E->suite->sut, s,
+			                E->model_paths[m]) < 0)
+				goto cleanup;
+	}
+	struct ab_measure_config cfg = {
+		.suite = E->suite,
+		.sut = { suts[0], suts[1] },
+		.seed = E->seed,
+		.policy = &E->policy,
+		.log_dir = log_dir,
+		.store = E->store,
+		.eval_id = E->id,
+		.quiet = E->o->quiet,
+		.should_cancel = E->o->should_cancel,
+		.cancel_payload = E->o->cancel_payload,
+	};
+	error = ab_measure_run(&E->speed, &E->samples, &E->measure, &cfg);
+	E->timing.measure_s = E->measure.seconds;
+cleanup:
+	for (int s = 0; s < 2; s++) {
+		for (int m = 0; m < n_models; m++) {
+			ab_build_argv_free(argvs[s][m]);
+			ab_build_argv_free(envs[s][m]);
+		}
+		free(suts[s]);
+	}
+	return error;
+}
+
+static json_t *environment(struct eval *E)
+{
+	json_t *env = NULL;
+	if (ab_env_collect(&env, NULL) < 0 || env == NULL)
+		env = json_object();
+	json_t *sut = json_object();
+	for (int s = 0; s < 2; s++)
+		if (E->measure.ready[s])
+			json_object_set(sut, s ? "head" : "base", E->measure.ready[s]);
+	json_object_set_new(env, "sut", sut);
+	if (E->measure.processes) {
+		json_t *runs = json_pack("{s:i, s:i, s:b}", "processes", E->measure.processes,
+			"retries", E->measure.retries, "stopped_early", E->measure.stopped_early);
+		json_t *reasons = json_array();
+		for (int i = 0; i < E->measure.retries && i < 4; i++)
+			json_array_append_new(reasons, json_string(E->measure.retry_reasons[i]));
+		json_object_set_new(runs, "retried", reasons);
+		json_object_set_new(env, "runs", runs);
+	}
+	json_object_set_new(env, "jobs", json_integer(E->jobs));
+	return env;
+}
+
+/* Verdict, result document, store. Returns the evaluation status. */
+static int conclude(json_t **out_result, struct eval *E)
+{
+	const char *changed[4096], *touched[64];
+	size_t n_changed = E->n_changes < 4096 ? E->n_changes : 4096, n_touched = 0;
+	struct ab_verdict verdict;
+	json_t *env = NULL, *doc = NULL;
+	char created[32], detail[2][320];
+	int status;
+
+	for (size_t i = 0; i < n_changed; i++)
+		changed[i] = E->changes[i].path;
+	if (E->suite)
+		n_touched = ab_verdict_harness_match(touched, 64, changed, n_changed,
+			(const char *const *)E->suite->harness_paths, (size_t)E->suite->harness_path_count);
+	if (n_touched > 64)
+		n_touched = 64;
+	if (E->measure.stopped_early && !E->infra[0])
+		snprintf(E->infra, sizeof(E->infra), "%s", E->measure.stop_reason);
+	for (int s = 0; s < 2; s++)
+		snprintf(detail[s], sizeof(detail[s]), "%s", E->build[s].reason);
+
+	struct ab_verdict_input vin = {
+		.base_build = E->build_status[0],
+		.head_build = E->build_status[1],
+		.base_build_detail = detail[0][0] ? detail[0] : NULL,
+		.head_build_detail = detail[1][0] ? detail[1] : NULL,
+		.infra_error = E->infra[0] ? E->infra : NULL,
+		.speed = E->speed,
+		.harness_touched = touched,
+		.n_harness_touched = n_touched,
+	};
+	ab_verdict_decide(&verdict, &vin);
+
+	env = environment(E);
+	E->timing.total_s = seconds_since(E->t0);
+	iso_now(created, sizeof(created));
+	struct ab_result_input rin = {
+		.base = { E->o->base_ref, E->side[0].sha, E->side[0].tree },
+		.head = { E->o->head_ref, E->side[1].sha, E->side[1].tree },
+		.changed_files = changed,
+		.n_changed_files = n_changed,
+		.suite_name = E->suite ? E->suite->name : NULL,
+		.suite_sha256 = E->suite ? E->suite->sha256 : NULL,
+		.suite_path = E->o->suite_path,
+		.seed = E->seed,
+		.environment = env,
+		.verdict = &verdict,
+		.speed = E->speed,
+		.samples = E->samples.v,
+		.n_samples = E->samples.n,
+		.timing = E->timing,
+		.trigger = E->o->trigger ? E->o->trigger : "cli",
+		.created_at = created,
+	};
+	for (int s = 0; s < 2; s++) {
+		struct ab_result_build *rb = s ? &rin.build_head : &rin.build_base;
+		rb->status = E->build_status[s];
+		rb->seconds = E->build[s].duration_s;
+		rb->detail = detail[s][0] ? detail[s] : NULL;
+		rb->log_tail = E->build[s].log_tail;
+		rb->reused = E->build[s].reused;
+		rb->key = E->build[s].key[0] ? E->build[s].key : NULL;
+	}
+	if (ab_result_build(&doc, &rin) < 0) {
+		json_decref(env);
+		snprintf(E->infra, sizeof(E->infra), "result: %s", ab_error_last());
+		return AB_EVAL_INFRA;
+	}
+	json_decref(env);
+	json_object_set_new(doc, "id", json_integer(E->id));
+
+	switch (verdict.kind) {
+	case AB_VERDICT_REJECT: status = AB_EVAL_REJECT; break;
+	case AB_VERDICT_INFRA: status = AB_EVAL_INFRA; break;
+	default: status = AB_EVAL_PASS; break;
+	}
+	if (E->store) {
+		char *text = json_dumps(doc, JSON_COMPACT);
+		if (text == NULL || ab_store_eval_finish(E->store, E->id, AB_STORE_DONE, verdict.label,
+		                                         verdict.reason, status, text) < 0)
+			AB_WARN("could not store evaluation %lld: %s", (long long)E->id, ab_error_last());
+		free(text);
+	}
+	EVAL_INFO(E, "verdict: %s - %s", verdict.label, verdict.reason);
+	*out_result = doc;
+	return status;
+}
+
+static int begin_store(struct eval *E)
+{
+	if (ab_store_open(&E->store, E->state_dir) < 0)
+		return ab_error_wrap(AB_ERROR, "store");
+	struct ab_store_eval_info info = {
+		.trigger = E->o->trigger ? E->o->trigger : "cli",
+		.repo = E->o->repo,
+		.base_ref = E->o->base_ref, .base_sha = E->side[0].sha, .base_tree = E->side[0].tree,
+		.head_ref = E->o->head_ref, .head_sha = E->side[1].sha, .head_tree = E->side[1].tree,
+		.suite_name = E->suite->name, .suite_sha256 = E->suite->sha256,
+		.has_seed = 1, .seed = E->seed,
+	};
+	return ab_store_eval_begin(&E->id, E->store, &info);
+}
+
+static int canceled(const struct eval *E)
+{
+	return E->o->should_cancel && E->o->should_cancel(E->o->cancel_payload);
+}
+
+static void eval_free(struct eval *E)
+{
+	for (int s = 0; s < 2; s++) {
+		free(E->src[s]);
+		ab_build_result_clear(&E->build[s]);
+	}
+	if (E->suite)
+		ab_models_free(E->model_paths, E->suite->model_count);
+	ab_speed_result_free(E->speed);
+	ab_samples_free(&E->samples);
+	ab_measure_report_clear(&E->measure);
+	ab_repo_changes_free(E->changes, E->n_changes);
+	ab_suite_free(E->suite);
+	ab_repo_free(E->repo);
+	ab_store_close(E->store);
+	free(E->state_dir);
+}
+
+int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_options *opts)
+{
+	struct eval E = { 0 };
+	int status = AB_EVAL_USAGE, rc;
+
+	*out_result = NULL;
+	if (out_eval_id)
+		*out_eval_id = 0;
+	if (opts == NULL || opts->repo == NULL || opts->base_ref == NULL || opts->head_ref == NULL) {
+		ab_error_setc(AB_EINVALID, "eval: --repo, --base and --head are required");
+		return AB_EVAL_USAGE;
+	}
+	E.o = opts;
+	E.t0 = ab_proc_now_ns();
+	E.timing.build_s = E.timing.models_s = E.timing.measure_s = NAN;
+	E.seed = opts->has_seed ? opts->seed : fresh_seed();
+	E.jobs = opts->jobs > 0 ? opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (state_dir_init(&E) < 0 || refs_resolve(&E, &status) < 0)
+		goto done;
+	status = AB_EVAL_USAGE;
+	if (suite_load(&E) < 0)
+		goto done;
+	policy_from_suite(&E);
+	status = AB_EVAL_INFRA;
+	if (begin_store(&E) < 0)
+		goto done;
+	if (out_eval_id)
+		*out_eval_id = E.id;
+	EVAL_INFO(&E, "evaluation %lld: suite %s, seed %llu", (long long)E.id, E.suite->name,
+		(unsigned long long)E.seed);
+	if (ab_repo_changed_files(&E.changes, &E.n_changes, E.repo, E.side[0].sha, E.side[1].sha) < 0)
+		AB_WARN("could not list changed files: %s", ab_error_last());
+
+	if (canceled(&E))
+		goto cancel;
+	if (checkout_and_build(&E) < 0) {
+		snprintf(E.infra, sizeof(E.infra), "%s", ab_error_last());
+		status = conclude(out_result, &E);
+		goto done;
+	}
+	if (E.build_status[0] != AB_BUILD_OK || E.build_status[1] != AB_BUILD_OK) {
+		status = conclude(out_result, &E);
+		goto done;
+	}
+	if (canceled(&E))
+		goto cancel;
+
+	struct ab_models_request mrq = {
+		.suite = E.suite, .state_dir = E.state_dir, .build_dir = E.build[0].build_dir,
+		.src_dir = E.src[0], .jobs = E.jobs, .timeout_s = E.suite->build_timeout_s,
+		.store = E.store, .quiet = opts->quiet,
+	};
+	if ((rc = ab_models_prepare(&E.model_paths, &E.timing.models_s, &mrq)) < 0) {
+		if (rc == AB_EINVALID) {
+			status = AB_EVAL_USAGE;
+			ab_store_eval_finish(E.store, E.id, AB_STORE_ERROR, NULL, ab_error_last(), status, NULL);
+			goto done;
+		}
+		snprintf(E.infra, sizeof(E.infra), "%s", ab_error_last());
+		status = conclude(out_result, &E);
+		goto done;
+	}
+
+	rc = measure(&E);
+	if (rc == AB_ECANCELED)
+		goto cancel;
+	if (rc < 0)
+		snprintf(E.infra, sizeof(E.infra), "measurement: %s", ab_error_last());
+	status = conclude(out_result, &E);
+	goto done;
+
+cancel:
+	status = AB_EVAL_CANCELED;
+	if (E.store)
+		ab_store_eval_finish(E.store, E.id, AB_STORE_CANCELED, NULL, "canceled", status, NULL);
+	EVAL_INFO(&E, "evaluation %lld canceled", (long long)E.id);
+done:
+	if (status == AB_EVAL_USAGE || (status == AB_EVAL_INFRA && *out_result == NULL)) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", ab_error_last());
+		if (E.store && E.id > 0)
+			ab_store_eval_finish(E.store, E.id, AB_STORE_ERROR, NULL, msg, status, NULL);
+		ab_error_set("%s", msg);
+	}
+	eval_free(&E);
+	return status;
+}

@@ -1,0 +1,393 @@
+/*
+ * measure.c - the interleaved A/B measurement loop (see measure.h). One pair = for every model,
+ * one fresh SUT process per side in the schedule's order; one process = ready line, a discarded
+ * warm-up request, then one timed generate per context. Faults are retried once per process and
+ * otherwise become failed samples carrying the fault's reason.
+ */
+#include "measure.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "proc.h"
+#include "schedule.h"
+#include "sut.h"
+
+#define WARMUP_TOKENS 4
+#define CONSECUTIVE_FAILS_STOP 3    /* a side failing this many processes in a row stops the loop */
+
+int ab_samples_push(struct ab_samples *samples, const struct ab_sample *sample)
+{
+	if (samples->n == samples->cap) {
+		size_t cap = samples->cap ? samples->cap * 2 : 256;
+		struct ab_sample *v = realloc(samples->v, cap * sizeof(*v));
+		if (v == NULL)
+			return ab_error_set("measure: out of memory for %zu samples", cap);
+		samples->v = v;
+		samples->cap = cap;
+	}
+	samples->v[samples->n++] = *sample;
+	return 0;
+}
+
+void ab_samples_free(struct ab_samples *samples)
+{
+	if (samples == NULL)
+		return;
+	free(samples->v);
+	memset(samples, 0, sizeof(*samples));
+}
+
+void ab_measure_report_clear(struct ab_measure_report *report)
+{
+	if (report == NULL)
+		return;
+	json_decref(report->ready[0]);
+	json_decref(report->ready[1]);
+	memset(report, 0, sizeof(*report));
+}
+
+/* One (metric, ctx) the loop measures for every model, in request order. */
+struct slot {
+	int ctx;
+	int decode;      /* decode_tps wanted at this context */
+	int prefill;     /* prefill_tps wanted at this context */
+};
+
+struct loop {
+	const struct ab_measure_config *cfg;
+	struct ab_samples *samples;
+	struct ab_measure_report *report;
+	struct slot *slots;
+	int n_slots;
+	int max_ctx;
+	uint32_t *prompt;             /* max_ctx ids */
+	int consecutive_fails[2];
+	char last_fault[2][192];      /* the latest fault of each side, for the stop reason */
+	int retry_budget;
+};
+
+static const char *side_name(int side)
+{
+	return side == AB_SIDE_BASE ? "base" : "head";
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* The union of decode and prefill contexts, ascending, each marked with what it measures. */
+static int slots_make(struct loop *L)
+{
+	const struct ab_suite_speed *sp = &L->cfg->suite->speed;
+	int n_all = sp->decode_count + sp->prefill_count;
+	int *all = calloc((size_t)(n_all ? n_all : 1), sizeof(int));
+	if (all == NULL)
+		return ab_error_set("measure: out of memory");
+	memcpy(all, sp->decode_contexts, (size_t)sp->decode_count * sizeof(int));
+	memcpy(all + sp->decode_count, sp->prefill_contexts, (size_t)sp->prefill_count * sizeof(int));
+	qsort(all, (size_t)n_all, sizeof(int), cmp_int);
+
+	L->slots = calloc((size_t)(n_all ? n_all : 1), sizeof(*L->slots));
+	if (L->slots == NULL) {
+		free(all);
+		return ab_error_set("measure: out of memory");
+	}
+	for (int i = 0; i < n_all; i++) {
+		if (L->n_slots > 0 && L->slots[L->n_slots - 1].ctx == all[i])
+			continue;
+		struct slot *s = &L->slots[L->n_slots++];
+		s->ctx = all[i];
+		for (int j = 0; j < sp->decode_count; j++)
+			s->decode |= sp->decode_contexts[j] == all[i];
+		for (int j = 0; j < sp->prefill_count; j++)
+			s->prefill |= sp->prefill_contexts[j] == all[i];
+		if (all[i] > L->max_ctx)
+			L->max_ctx = all[i];
+	}
+	free(all);
+	L->prompt = malloc((size_t)(L->max_ctx > 0 ? L->max_ctx : 1) * sizeof(uint32_t));
+	return L->prompt ? 0 : ab_error_set("measure: out of memory for a %d-token prompt", L->max_ctx);
+}
+
+/* The samples one process yields, all failed with `reason` until measured. Returns the count. */
+static size_t process_samples_init(struct ab_sample *out, const struct loop *L, int side, int model,
+	int pair, int order, int batch, const char *reason)
+{
+	size_t n = 0;
+	for (int i = 0; i < L->n_slots; i++) {
+		for (int k = 0; k < 2; k++) {
+			int want = k == 0 ? L->slots[i].decode : L->slots[i].prefill;
+			if (!want)
+				continue;
+			struct ab_sample *s = &out[n++];
+			memset(s, 0, sizeof(*s));
+			s->side = side;
+			s->pair = pair;
+			s->order = order;
+			s->batch = batch;
+			snprintf(s->model, sizeof(s->model), "%s", L->cfg->suite->models[model].name);
+			snprintf(s->metric, sizeof(s->metric), "%s", k == 0 ? "decode_tps" : "prefill_tps");
+			s->ctx = L->slots[i].ctx;
+			s->value = NAN;
+			snprintf(s->reason, sizeof(s->reason), "%s", reason);
+		}
+	}
+	return n;
+}
+
+static void samples_fail_from(struct ab_sample *v, size_t n, size_t from, const char *reason)
+{
+	for (size_t i = from; i < n; i++) {
+		v[i].ok = 0;
+		v[i].value = NAN;
+		snprintf(v[i].reason, sizeof(v[i].reason), "%s", reason);
+	}
+}
+
+/*
+ * One SUT process: start, warm up, one generate per slot. Fills v (n entries, pre-initialised in
+ * slot order) and returns 0 when every request succeeded, 1 when a fault cut it short (fault set).
+ */
+static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, int model,
+	int pair, struct ab_sut_fault *fault)
+{
+	const struct ab_measure_config *cfg = L->cfg;
+	const struct ab_suite *suite = cfg->suite;
+	const struct ab_measure_sut *cmd = &cfg->sut[side][model];
+	const char *model_name = suite->models[model].name;
+	char log_path[4096];
+	ab_sut *sut = NULL;
+	struct ab_sut_gen gen = { 0 };
+	size_t done = 0;
+	int faulted = 1;
+
+	snprintf(log_path, sizeof(log_path), "%s/%s-%s.log", cfg->log_dir, side_name(side), model_name);
+	struct ab_sut_config sc = {
+		.argv = cmd->argv,
+		.env = cmd->env,
+		.cwd = cmd->cwd,
+		.stderr_log = log_path,
+		.ready_timeout_ms = suite->sut.ready_timeout_s * 1000,
+		.request_timeout_ms = suite->sut.request_timeout_s * 1000,
+	};
+	memset(fault, 0, sizeof(*fault));
+	L->report->processes++;
+	if (ab_sut_start(&sut, fault, &sc) < 0)
+		goto cleanup;
+	if (L->report->ready[side] == NULL)
+		L->report->ready[side] = json_deep_copy(ab_sut_ready(sut));
+
+	uint32_t vocab = (uint32_t)ab_sut_vocab_size(sut);
+	int warm_ctx = L->slots[0].ctx;
+	if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, warm_ctx, -1, vocab) < 0) {
+		fault->kind = AB_SUT_PROTOCOL;
+		snprintf(fault->reason, sizeof(fault->reason), "prompt: %s", ab_error_last());
+		goto cleanup;
+	}
+	if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, warm_ctx, WARMUP_TOKENS, 0) < 0)
+		goto cleanup;
+	ab_sut_gen_clear(&gen);
+
+	for (int i = 0; i < L->n_slots; i++) {
+		const struct slot *s = &L->slots[i];
+		int max_tokens = s->decode ? suite->speed.gen_tokens : 1;
+		if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, s->ctx, pair, vocab) < 0) {
+			fault->kind = AB_SUT_PROTOCOL;
+			snprintf(fault->reason, sizeof(fault->reason), "prompt: %s", ab_error_last());
+			goto cleanup;
+		}
+		if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, s->ctx, max_tokens, 0) < 0)
+			goto cleanup;
+		for (int k = 0; k < 2; k++) {
+			int want = k == 0 ? s->decode : s->prefill;
+			if (!want)
+				continue;
+			struct ab_sample *out = &v[done++];
+			double value = k == 0 ? gen.decode_tps : gen.prefill_tps;
+			out->t_start_ns = gen.t_write_ns;
+			out->t_end_ns = gen.t_done_ns;
+			if (isfinite(value) && value > 0) {
+				out->ok = 1;
+				out->value = value;
+				out->reason[0] = '\0';
+			} else {
+				snprintf(out->reason, sizeof(out->reason), "protocol: %s of %g is not a positive rate",
+					out->metric, value);
+			}
+		}
+		ab_sut_gen_clear(&gen);
+	}
+	faulted = 0;
+
+cleanup:
+	ab_sut_gen_clear(&gen);
+	if (sut) {
+		struct ab_proc_status st;
+		if (ab_sut_quit(&st, sut) < 0 && !faulted)
+			AB_DEBUG("%s SUT did not quit cleanly: %s", side_name(side), ab_error_last());
+		ab_sut_free(sut);
+	}
+	if (faulted) {
+		char reason[192];
+		snprintf(reason, sizeof(reason), "%s: %.170s", ab_sut_fault_kind_name(fault->kind), fault->reason);
+		samples_fail_from(v, n, done, reason);
+	}
+	return faulted;
+}
+
+/* One side of one pair for one model, with one retry on a fault. Appends and stores the samples. */
+static int side_run(struct loop *L, int side, int model, int pair, int order, int batch)
+{
+	struct ab_sample v[128];
+	struct ab_sut_fault fault;
+	size_t n = process_samples_init(v, L, side, model, pair, order, batch, "not measured");
+	int faulted = process_run(L, v, n, side, model, pair, &fault);
+
+	if (faulted && L->retry_budget > 0) {
+		struct ab_measure_report *r = L->report;
+		if (r->retries < 4)
+			snprintf(r->retry_reasons[r->retries], sizeof(r->retry_reasons[0]), "%s pair %d: %s: %.150s",
+				side_name(side), pair, ab_sut_fault_kind_name(fault.kind), fault.reason);
+		r->retries++;
+		L->retry_budget--;
+		if (!L->cfg->quiet)
+			AB_WARN("%s SUT failed (%s: %s); retrying once", side_name(side),
+				ab_sut_fault_kind_name(fault.kind), fault.reason);
+		process_samples_init(v, L, side, model, pair, order, batch, "not measured");
+		faulted = process_run(L, v, n, side, model, pair, &fault);
+	}
+	L->consecutive_fails[side] = faulted ? L->consecutive_fails[side] + 1 : 0;
+	if (faulted) {
+		snprintf(L->last_fault[side], sizeof(L->last_fault[side]), "%s: %.170s",
+			ab_sut_fault_kind_name(fault.kind), fault.reason);
+		if (!L->cfg->quiet)
+			AB_WARN("%s SUT failed on pair %d: %s", side_name(side), pair, L->last_fault[side]);
+	}
+
+	for (size_t i = 0; i < n; i++)
+		if (ab_samples_push(L->samples, &v[i]) < 0)
+			return -1;
+	if (L->cfg->store && ab_store_samples_add(L->cfg->store, L->cfg->eval_id, v, n) < 0)
+		AB_WARN("could not store samples: %s", ab_error_last());
+	return 0;
+}
+
+static int pair_run(struct loop *L, int pair, int batch)
+{
+	int first = ab_schedule_first_side(L->cfg->seed, pair);
+	for (int model = 0; model < L->cfg->suite->model_count; model++) {
+		for (int k = 0; k < 2; k++) {
+			int side = k == 0 ? first : 1 - first;
+			if (side_run(L, side, model, pair, k, batch) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static void progress(const struct loop *L, int batch, int done, int target, int64_t t0, int64_t t_batch0)
+{
+	if (L->cfg->quiet)
+		return;
+	double elapsed = (ab_proc_now_ns() - t0) / 1e9;
+	double per_pair = done > 0 ? (ab_proc_now_ns() - t_batch0) / 1e9 / done : 0;
+	double eta = per_pair * (target - done);
+	AB_INFO("measured %s pair %d of %d  (%.0f s elapsed, ETA %.0f s)",
+		batch ? "confirmation" : "", done, target, elapsed, eta > 0 ? eta : 0);
+}
+
+int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *samples,
+	struct ab_measure_report *report, const struct ab_measure_config *cfg)
+{
+	struct loop L = { 0 };
+	struct ab_speed_result *speed = NULL;
+	int pairs_in_batch[2] = { 0, 0 };
+	int next_pair = 0, target_batch = 0, target_pairs, last_pairs;
+	int error = -1;
+	int64_t t0 = ab_proc_now_ns();
+
+	memset(report, 0, sizeof(*report));
+	L.cfg = cfg;
+	L.samples = samples;
+	L.report = report;
+	if (cfg->suite->model_count < 1 || cfg->suite->model_count > 16)
+		return ab_error_setc(AB_EINVALID, "measure: %d models (1..16 supported)", cfg->suite->model_count);
+	if (slots_make(&L) < 0)
+		goto cleanup;
+	if (L.n_slots == 0 || L.n_slots > 32) {
+		ab_error_setc(AB_EINVALID, "measure: %d contexts (1..32 supported)", L.n_slots);
+		goto cleanup;
+	}
+	size_t n_gating = 0;
+	for (int i = 0; i < L.n_slots; i++)
+		n_gating += (size_t)(L.slots[i].decode + L.slots[i].prefill);
+	n_gating *= (size_t)cfg->suite->model_count;
+	if (ab_speed_pairs_needed(&target_pairs, &last_pairs, cfg->policy, n_gating) < 0)
+		goto cleanup;
+	/* One retry for roughly every eighth process: enough for flaky boxes, not enough to hide a
+	 * SUT that always fails (that one still ends as infra). */
+	L.retry_budget = 2 + last_pairs * cfg->suite->model_count / 4;
+	if (!cfg->quiet)
+		AB_INFO("measuring: %d contexts x %d model(s), first look after %d pairs, at most %d",
+			L.n_slots, cfg->suite->model_count, target_pairs, last_pairs);
+
+	for (;;) {
+		int64_t t_batch0 = ab_proc_now_ns();
+		while (pairs_in_batch[target_batch] < target_pairs) {
+			if (cfg->should_cancel && cfg->should_cancel(cfg->cancel_payload)) {
+				error = AB_ECANCELED;
+				ab_error_setc(AB_ECANCELED, "measure: canceled after %d pairs", next_pair);
+				goto cleanup;
+			}
+			if (pair_run(&L, next_pair++, target_batch) < 0)
+				goto cleanup;
+			pairs_in_batch[target_batch]++;
+			progress(&L, target_batch, pairs_in_batch[target_batch], target_pairs, t0, t_batch0);
+			for (int side = 0; side < 2; side++) {
+				if (L.consecutive_fails[side] >= CONSECUTIVE_FAILS_STOP * cfg->suite->model_count) {
+					report->stopped_early = 1;
+					snprintf(report->stop_reason, sizeof(report->stop_reason),
+						"the %s SUT failed %d processes in a row (last: %.150s)",
+						side_name(side), L.consecutive_fails[side], L.last_fault[side]);
+				}
+			}
+			if (report->stopped_early)
+				break;
+		}
+		ab_speed_result_free(speed);
+		speed = NULL;
+		if (ab_speed_decide(&speed, samples->v, samples->n, cfg->policy) < 0)
+			goto cleanup;
+		if (report->stopped_early || !speed->open)
+			break;
+		if (!cfg->quiet)
+			AB_INFO("look %d: %s; measuring to %d pairs%s", speed->look, speed->open_reason,
+				speed->next_pairs, speed->next_batch ? " in a confirmation batch" : "");
+		if (speed->next_batch < 0 || speed->next_batch > 1 ||
+		    speed->next_pairs <= pairs_in_batch[speed->next_batch]) {
+			ab_error_set("measure: the plan asks for batch %d to reach %d pairs, which it has",
+				speed->next_batch, speed->next_pairs);
+			goto cleanup;
+		}
+		target_batch = speed->next_batch;
+		target_pairs = speed->next_pairs;
+	}
+
+	*out_speed = speed;
+	speed = NULL;
+	error = 0;
+
+cleanup:
+	report->seconds = (ab_proc_now_ns() - t0) / 1e9;
+	ab_speed_result_free(speed);
+	free(L.slots);
+	free(L.prompt);
+	return error;
+}

@@ -1,0 +1,232 @@
+/*
+ * models.c - model files for an evaluation (see models.h): substitute, generate once atomically,
+ * verify sha256 with a cache keyed by path, size and mtime.
+ */
+#include "models.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "proc.h"
+
+int ab_models_sha256_file(char out[65], const char *path)
+{
+	unsigned char digest[EVP_MAX_MD_SIZE], *buf = NULL;
+	unsigned int digest_len = 0;
+	EVP_MD_CTX *md = NULL;
+	int fd = -1, error = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		ab_error_errno("cannot open %s", path);
+		goto cleanup;
+	}
+	if ((buf = malloc(1 << 20)) == NULL || (md = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		ab_error_set("sha256: out of memory");
+		goto cleanup;
+	}
+	for (;;) {
+		ssize_t got = read(fd, buf, 1 << 20);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ab_error_errno("cannot read %s", path);
+			goto cleanup;
+		}
+		if (got == 0)
+			break;
+		EVP_DigestUpdate(md, buf, (size_t)got);
+	}
+	EVP_DigestFinal_ex(md, digest, &digest_len);
+	for (unsigned i = 0; i < digest_len && i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", digest[i]);
+	error = 0;
+cleanup:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	EVP_MD_CTX_free(md);
+	return error;
+}
+
+void ab_models_free(char **paths, int count)
+{
+	if (paths == NULL)
+		return;
+	for (int i = 0; i < count; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* A model path with placeholders substituted, made absolute against the base checkout. */
+static int model_path(char **out, const struct ab_models_request *rq, const char *template)
+{
+	struct ab_subst vars[] = {
+		{ "state", rq->state_dir }, { "build", rq->build_dir }, { "src", rq->src_dir },
+		{ "model", NULL }, { "jobs", NULL },
+	};
+	char *path = NULL;
+	if (ab_build_subst(&path, template, vars, sizeof(vars) / sizeof(vars[0])) < 0)
+		return ab_error_wrap(AB_EINVALID, "model path");
+	if (path[0] != '/') {
+		size_t len = strlen(rq->src_dir) + strlen(path) + 2;
+		char *abs = malloc(len);
+		if (abs == NULL) {
+			free(path);
+			return ab_error_set("out of memory");
+		}
+		snprintf(abs, len, "%s/%s", rq->src_dir, path);
+		free(path);
+		path = abs;
+	}
+	*out = path;
+	return 0;
+}
+
+static int generate(const struct ab_models_request *rq, const struct ab_suite_model *m, const char *path)
+{
+	char tmp[4096], jobs[16], log_path[4096], *dir_copy = NULL, **argv = NULL, *tail = NULL;
+	struct ab_proc_status st;
+	int error = -1;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());   /* under the model's lock */
+	snprintf(jobs, sizeof(jobs), "%d", rq->jobs > 0 ? rq->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN));
+	snprintf(log_path, sizeof(log_path), "%s/logs/generate-%s.log", rq->state_dir, m->name);
+	struct ab_subst vars[] = {
+		{ "state", rq->state_dir }, { "build", rq->build_dir }, { "src", rq->src_dir },
+		{ "model", tmp }, { "jobs", jobs },
+	};
+	if ((dir_copy = strdup(path)) == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0)
+		goto cleanup;
+	free(dir_copy);
+	if ((dir_copy = strdup(log_path)) == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0)
+		goto cleanup;
+	if (ab_build_subst_argv(&argv, (const char *const *)m->generate.argv, vars,
+	                        sizeof(vars) / sizeof(vars[0])) < 0)
+		goto cleanup;
+	if (!rq->quiet)
+		AB_INFO("generating model %s -> %s", m->name, path);
+	unlink(tmp);
+	if (ab_proc_run(&st, (const char *const *)argv, NULL, rq->src_dir, log_path,
+	                (int64_t)(rq->timeout_s > 0 ? rq->timeout_s : 1800) * 1000) < 0)
+		goto cleanup;
+	if (!ab_proc_status_ok(&st)) {
+		char how[128];
+		ab_proc_file_tail(&tail, log_path, 2048);
+		ab_error_set("generating model %s failed (%s); log %s:\n%s", m->name,
+			ab_proc_status_describe(how, sizeof(how), &st), log_path, tail ? tail : "");
+		goto cleanup;
+	}
+	if (access(tmp, R_OK) != 0) {
+		ab_error_set("generating model %s: the command succeeded but wrote no file at {model}", m->name);
+		goto cleanup;
+	}
+	if (rename(tmp, path) != 0) {
+		ab_error_errno("cannot move the generated model into %s", path);
+		goto cleanup;
+	}
+	error = 0;
+cleanup:
+	if (error < 0)
+		unlink(tmp);
+	free(dir_copy);
+	free(tail);
+	ab_build_argv_free(argv);
+	return error;
+}
+
+static int verify(const struct ab_models_request *rq, const struct ab_suite_model *m, const char *path)
+{
+	struct stat st;
+	char key[4200], hex[65];
+	void *cached = NULL;
+	size_t cached_len = 0;
+
+	if (stat(path, &st) != 0)
+		return ab_error_errno("model %s: %s", m->name, path);
+	snprintf(key, sizeof(key), "sha256:%s:%lld:%lld.%09ld", path, (long long)st.st_size,
+		(long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (rq->store && ab_store_cache_get(&cached, &cached_len, rq->store, key) == 0 && cached_len == 64) {
+		memcpy(hex, cached, 64);
+		hex[64] = '\0';
+	} else {
+		if (!rq->quiet)
+			AB_INFO("verifying sha256 of model %s", m->name);
+		if (ab_models_sha256_file(hex, path) < 0)
+			return -1;
+		if (rq->store)
+			ab_store_cache_put(rq->store, key, hex, 64);
+	}
+	free(cached);
+	if (strcmp(hex, m->sha256) != 0)
+		return ab_error_setc(AB_EINVALID, "model %s: sha256 of %s is %s, the suite expects %s",
+			m->name, path, hex, m->sha256);
+	return 0;
+}
+
+int ab_models_prepare(char ***out_paths, double *out_seconds, const struct ab_models_request *rq)
+{
+	const struct ab_suite *suite = rq->suite;
+	char **paths = calloc((size_t)suite->model_count + 1, sizeof(char *));
+	int64_t t0 = ab_proc_now_ns();
+	int error = -1;
+
+	if (paths == NULL)
+		return ab_error_set("out of memory");
+	for (int i = 0; i < suite->model_count; i++) {
+		const struct ab_suite_model *m = &suite->models[i];
+		if ((error = model_path(&paths[i], rq, m->path)) < 0)
+			goto cleanup;
+		error = -1;
+		if (access(paths[i], R_OK) != 0) {
+			if (m->generate.argc == 0) {
+				error = ab_error_setc(AB_EINVALID, "model %s: %s does not exist and the suite has no "
+					"generate command for it", m->name, paths[i]);
+				goto cleanup;
+			}
+			/* Concurrent evaluations (service workers) generate a model once: the lock holder
+			 * generates, the others find the file when they get the lock. */
+			char lock_path[4200];
+			snprintf(lock_path, sizeof(lock_path), "%s.lock", paths[i]);
+			char *dir_copy = strdup(paths[i]);
+			if (dir_copy == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0) {
+				free(dir_copy);
+				goto cleanup;
+			}
+			free(dir_copy);
+			int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+			if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+				ab_error_errno("cannot lock %s", lock_path);
+				if (lock >= 0)
+					close(lock);
+				goto cleanup;
+			}
+			int failed = access(paths[i], R_OK) != 0 && generate(rq, m, paths[i]) < 0;
+			close(lock);
+			if (failed)
+				goto cleanup;
+		}
+		if (m->sha256[0] && (error = verify(rq, m, paths[i])) < 0)
+			goto cleanup;
+		error = -1;
+	}
+	*out_paths = paths;
+	paths = NULL;
+	if (out_seconds)
+		*out_seconds = (ab_proc_now_ns() - t0) / 1e9;
+	error = 0;
+cleanup:
+	ab_models_free(paths, suite->model_count);
+	return error;
+}

@@ -1,0 +1,961 @@
+/*
+ * proc.c - child processes with pipes, deadlines and whole-group kills (see proc.h).
+ * Model: fork + execve of a pre-resolved path (only async-signal-safe calls in the child, so it is
+ * safe from threaded callers), setsid so the pid is the group, a CLOEXEC pipe that reports exec
+ * failure, non-blocking parent ends serviced by poll() in slices of at most 100 ms so that the
+ * child's liveness is re-checked even when a grandchild keeps a pipe open. Exit is detected with
+ * waitid(WNOWAIT) so that leftovers in the group are killed while the pid is still reserved.
+ */
+#define _GNU_SOURCE
+#include "proc.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define READ_CHUNK ((size_t)64 << 10)
+#define ERR_RING_CAP ((size_t)64 << 10)
+#define POLL_SLICE_MS 100
+#define REAP_AFTER_KILL_MS 10000
+
+struct ab_proc {
+	pid_t pid;
+	int reaped;
+	int killed;              /* we signalled it before it exited */
+	int timed_out;
+	struct ab_proc_status status;
+	int64_t t_spawn_ns;
+	int in_fd, out_fd, err_fd;  /* parent ends, -1 once closed */
+	char *log_path;
+	off_t log_start;         /* size of the log when this child started: its stderr begins there */
+	char *buf;               /* stdout: unread bytes are buf[start, end) */
+	size_t start, end, scan, cap, cap_max, line_max;
+	int skipping;            /* inside an oversized line: drop bytes up to the next '\n' */
+	int out_eof;
+	int64_t last_recv_ns;
+	char *ring;              /* in-memory stderr tail when there is no log file */
+	size_t ring_len, ring_pos;
+};
+
+int64_t ab_proc_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t ab_proc_deadline_ms(int64_t ms)
+{
+	int64_t now = ab_proc_now_ns();
+	if (ms < 0 || ms > (INT64_MAX - now) / 1000000)
+		return AB_PROC_NO_DEADLINE;
+	return now + ms * 1000000;
+}
+
+/* poll() timeout for a deadline, capped so that callers re-check the child regularly. */
+static int slice_ms(int64_t deadline_ns, int cap_ms)
+{
+	if (deadline_ns == AB_PROC_NO_DEADLINE)
+		return cap_ms;
+	int64_t rem = deadline_ns - ab_proc_now_ns();
+	if (rem <= 0)
+		return 0;
+	int64_t ms = (rem + 999999) / 1000000;
+	return ms < cap_ms ? (int)ms : cap_ms;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Moves fd above stdio (so the child's dup2 onto 0..2 never clobbers a source) and sets CLOEXEC. */
+static int fd_high(int fd)
+{
+	if (fd < 0 || fd >= 3)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	close(fd);
+	return high;
+}
+
+static int make_pipe(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return ab_error_errno("pipe");
+	fds[0] = fd_high(fds[0]);
+	fds[1] = fd_high(fds[1]);
+	if (fds[0] < 0 || fds[1] < 0) {
+		close_fd(&fds[0]);
+		close_fd(&fds[1]);
+		return ab_error_errno("pipe");
+	}
+	return 0;
+}
+
+static void set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+	if (flags >= 0)
+		fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+static int env_key_matches(const char *entry, const char *add)
+{
+	const char *eq = strchr(add, '=');
+	size_t klen = (size_t)(eq - add);
+	return strncmp(entry, add, klen) == 0 && entry[klen] == '=';
+}
+
+/* environ minus overridden keys, plus additions. The array is malloc'd, strings are borrowed. */
+static int build_env(char ***out, const char *const *add)
+{
+	size_t n_env = 0, n_add = 0, n = 0;
+	while (environ && environ[n_env])
+		n_env++;
+	while (add && add[n_add]) {
+		if (!strchr(add[n_add], '=') || add[n_add][0] == '=')
+			return ab_error_setc(AB_EINVALID, "environment entry '%s' is not KEY=VALUE", add[n_add]);
+		n_add++;
+	}
+	char **env = calloc(n_env + n_add + 1, sizeof(*env));
+	if (!env)
+		return ab_error_set("out of memory");
+	for (size_t i = 0; i < n_env; i++) {
+		int overridden = 0;
+		for (size_t j = 0; j < n_add && !overridden; j++)
+			overridden = env_key_matches(environ[i], add[j]);
+		if (!overridden)
+			env[n++] = environ[i];
+	}
+	for (size_t j = 0; j < n_add; j++)
+		env[n++] = (char *)add[j];
+	env[n] = NULL;
+	*out = env;
+	return 0;
+}
+
+/* PATH search done before fork (execvp may allocate, which a forked child of a threaded parent must not). */
+static int find_program(char **out, const char *name, char *const *env)
+{
+	if (!name || !*name)
+		return ab_error_setc(AB_EINVALID, "empty command");
+	if (strchr(name, '/')) {
+		*out = strdup(name);
+		return *out ? 0 : ab_error_set("out of memory");
+	}
+	const char *path = "/usr/local/bin:/usr/bin:/bin";
+	for (size_t i = 0; env[i]; i++)
+		if (strncmp(env[i], "PATH=", 5) == 0)
+			path = env[i] + 5;
+	const char *p = path;
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		size_t dlen = colon ? (size_t)(colon - p) : strlen(p);
+		char cand[PATH_MAX];
+		int w = dlen ? snprintf(cand, sizeof(cand), "%.*s/%s", (int)dlen, p, name)
+			: snprintf(cand, sizeof(cand), "./%s", name);
+		struct stat st;
+		if (w > 0 && (size_t)w < sizeof(cand) && stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(cand, X_OK) == 0) {
+			*out = strdup(cand);
+			return *out ? 0 : ab_error_set("out of memory");
+		}
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	return ab_error_setc(AB_ENOTFOUND, "command not found: %s", name);
+}
+
+static int open_log(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return ab_error_errno("cannot open log %s", path);
+	fd = fd_high(fd);
+	if (fd < 0)
+		return ab_error_errno("cannot open log %s", path);
+	return fd;
+}
+
+struct exec_report {
+	int stage;  /* 1 chdir, 2 execve, 3 setup */
+	int err;
+};
+
+/* In the forked child: async-signal-safe calls only. */
+static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int out_fd, int err_fd,
+	const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
+{
+	struct exec_report rep = {3, 0};
+	sigset_t none;
+	struct sigaction dfl;
+	static const int reset[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
+		sigaction(reset[i], &dfl, NULL);
+	if (setsid() < 0)
+		goto fail;
+	/* If abgate dies, the child dies too (its grandchildren are killed with the group by us otherwise). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+		goto fail;
+	/* Close everything else the parent had open (SQLite, sockets, other children's pipes). */
+#ifdef SYS_close_range
+	if (report_fd > 3)
+		syscall(SYS_close_range, 3u, (unsigned)report_fd - 1, 0u);
+	syscall(SYS_close_range, (unsigned)report_fd + 1, ~0u, 0u);
+#else
+	for (int fd = 3; fd < 4096; fd++)
+		if (fd != report_fd)
+			close(fd);
+#endif
+	if (cwd && chdir(cwd) != 0) {
+		rep.stage = 1;
+		goto fail;
+	}
+	rep.stage = 2;
+	execve(path, argv, envp);
+fail:
+	rep.err = errno;
+	while (write(report_fd, &rep, sizeof(rep)) < 0 && errno == EINTR)
+		;
+	_exit(127);
+}
+
+int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
+{
+	ab_proc *p = NULL;
+	char **envp = NULL, *path = NULL;
+	int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, report[2] = {-1, -1};
+	int child_in = -1, child_out = -1, child_err = -1, log_fd = -1;
+	int error = -1;
+
+	if (!spec || !spec->argv || !spec->argv[0])
+		return ab_error_setc(AB_EINVALID, "spawn: no command");
+	if ((error = build_env(&envp, spec->env)) < 0)
+		goto cleanup;
+	if ((error = find_program(&path, spec->argv[0], envp)) < 0)
+		goto cleanup;
+	error = -1;
+	if (!(p = calloc(1, sizeof(*p))))
+		goto oom;
+	p->in_fd = p->out_fd = p->err_fd = -1;
+	p->pid = -1;
+	p->line_max = spec->line_max ? spec->line_max : AB_PROC_LINE_MAX_DEFAULT;
+	p->cap_max = p->line_max > SIZE_MAX - READ_CHUNK - 2 ? SIZE_MAX : p->line_max + READ_CHUNK + 2;
+
+	/* stdin */
+	if (spec->stdin_pipe) {
+		if (make_pipe(in_pipe) < 0)
+			goto cleanup;
+		child_in = in_pipe[0];
+	} else if ((child_in = fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0) {
+		ab_error_errno("/dev/null");
+		goto cleanup;
+	}
+	/* stderr: a log file or a pipe into the in-memory tail */
+	if (spec->log_path) {
+		struct stat log_st;
+		if ((log_fd = open_log(spec->log_path)) < 0)
+			goto cleanup;
+		p->log_start = fstat(log_fd, &log_st) == 0 ? log_st.st_size : 0;
+		child_err = log_fd;
+		if (!(p->log_path = strdup(spec->log_path)))
+			goto oom;
+	} else {
+		if (make_pipe(err_pipe) < 0)
+			goto cleanup;
+		child_err = err_pipe[1];
+		if (!(p->ring = malloc(ERR_RING_CAP)))
+			goto oom;
+	}
+	/* stdout */
+	if (spec->stdout_pipe) {
+		if (make_pipe(out_pipe) < 0)
+			goto cleanup;
+		child_out = out_pipe[1];
+	} else {
+		child_out = child_err;
+		p->out_eof = 1;
+	}
+	if (make_pipe(report) < 0)
+		goto cleanup;
+
+	pid_t parent = getpid();
+	p->t_spawn_ns = ab_proc_now_ns();
+	pid_t pid = fork();
+	if (pid < 0) {
+		ab_error_errno("fork");
+		goto cleanup;
+	}
+	if (pid == 0)
+		child_main(report[1], child_in, child_out, child_err, spec->cwd, path,
+			(char *const *)spec->argv, envp, parent);
+	p->pid = pid;
+	close_fd(&report[1]);
+
+	struct exec_report rep;
+	ssize_t got;
+	do
+		got = read(report[0], &rep, sizeof(rep));
+	while (got < 0 && errno == EINTR);
+	if (got == (ssize_t)sizeof(rep)) {
+		int ws;
+		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+			;
+		p->pid = -1;
+		error = ab_error_setc(rep.err == ENOENT ? AB_ENOTFOUND : AB_ERROR, "cannot %s %s: %s",
+			rep.stage == 1 ? "enter directory for" : rep.stage == 2 ? "execute" : "set up",
+			rep.stage == 1 && spec->cwd ? spec->cwd : spec->argv[0], strerror(rep.err));
+		goto cleanup;
+	}
+
+	if (spec->stdin_pipe) {
+		p->in_fd = in_pipe[1];
+		in_pipe[1] = -1;
+		set_nonblock(p->in_fd);
+	}
+	if (spec->stdout_pipe) {
+		p->out_fd = out_pipe[0];
+		out_pipe[0] = -1;
+		set_nonblock(p->out_fd);
+	}
+	if (!spec->log_path) {
+		p->err_fd = err_pipe[0];
+		err_pipe[0] = -1;
+		set_nonblock(p->err_fd);
+	}
+	*out = p;
+	p = NULL;
+	error = 0;
+	goto cleanup;
+oom:
+	ab_error_set("out of memory");
+cleanup:
+	if (!spec->stdin_pipe)
+		close_fd(&child_in);
+	close_fd(&in_pipe[0]);
+	close_fd(&in_pipe[1]);
+	close_fd(&out_pipe[0]);
+	close_fd(&out_pipe[1]);
+	close_fd(&err_pipe[0]);
+	close_fd(&err_pipe[1]);
+	close_fd(&report[0]);
+	close_fd(&report[1]);
+	close_fd(&log_fd);
+	ab_proc_free(p);
+	free(envp);
+	free(path);
+	return error;
+}
+
+pid_t ab_proc_pid(const ab_proc *proc)
+{
+	return proc->pid;
+}
+
+static void ring_put(ab_proc *p, const char *data, size_t len)
+{
+	if (len >= ERR_RING_CAP) {
+		data += len - ERR_RING_CAP;
+		len = ERR_RING_CAP;
+	}
+	for (size_t i = 0; i < len; i++) {
+		p->ring[p->ring_pos] = data[i];
+		p->ring_pos = (p->ring_pos + 1) % ERR_RING_CAP;
+	}
+	p->ring_len = p->ring_len + len > ERR_RING_CAP ? ERR_RING_CAP : p->ring_len + len;
+}
+
+static void drain_stderr(ab_proc *p)
+{
+	char chunk[8192];
+	while (p->err_fd >= 0) {
+		ssize_t n = read(p->err_fd, chunk, sizeof(chunk));
+		if (n > 0)
+			ring_put(p, chunk, (size_t)n);
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		else
+			close_fd(&p->err_fd);
+	}
+}
+
+/* Room to read into buf[end], compacting and growing up to cap_max. Returns the room (0: full). */
+static size_t stdout_room(ab_proc *p)
+{
+	if (p->start > 0 && p->cap - p->end < READ_CHUNK + 1) {
+		memmove(p->buf, p->buf + p->start, p->end - p->start);
+		p->end -= p->start;
+		p->scan -= p->start;
+		p->start = 0;
+	}
+	if (p->cap - p->end < READ_CHUNK + 1 && p->cap < p->cap_max) {
+		size_t want = p->cap ? p->cap * 2 : 4 * READ_CHUNK;
+		if (want < p->end + READ_CHUNK + 1)
+			want = p->end + READ_CHUNK + 1;
+		if (want > p->cap_max)
+			want = p->cap_max;
+		char *grown = realloc(p->buf, want);
+		if (grown) {
+			p->buf = grown;
+			p->cap = want;
+		}
+	}
+	return p->cap > p->end + 1 ? p->cap - p->end - 1 : 0;
+}
+
+/* Reads what stdout has now. discard: drop it (ab_proc_wait). Returns bytes read. */
+static size_t fill_stdout(ab_proc *p, int discard)
+{
+	size_t total = 0;
+	while (p->out_fd >= 0) {
+		char scratch[8192];
+		size_t room = discard ? sizeof(scratch) : stdout_room(p);
+		if (room == 0)
+			break;
+		char *dst = discard ? scratch : p->buf + p->end;
+		ssize_t n = read(p->out_fd, dst, room);
+		if (n > 0) {
+			total += (size_t)n;
+			p->last_recv_ns = ab_proc_now_ns();
+			if (!discard)
+				p->end += (size_t)n;
+			if ((size_t)n < room)
+				break;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else {
+			close_fd(&p->out_fd);
+			p->out_eof = 1;
+		}
+	}
+	return total;
+}
+
+/* Has the child exited? Detects it without reaping (WNOWAIT), kills what is left of its group while
+ * the pid is still reserved, then reaps. block: wait for it. Returns 1 once reaped. */
+static int try_reap(ab_proc *p, int block)
+{
+	siginfo_t info;
+	if (p->reaped || p->pid <= 0)
+		return 1;
+	for (;;) {
+		memset(&info, 0, sizeof(info));
+		int r = waitid(P_PID, (id_t)p->pid, &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			/* ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN by the application). */
+			p->status.exited = 1;
+			p->status.exit_code = -1;
+			break;
+		}
+		if (info.si_pid == 0)
+			return 0;
+		kill(-p->pid, SIGKILL);  /* leftovers: the leader is gone, nobody else will end them */
+		int ws = 0;
+		while (waitpid(p->pid, &ws, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(ws)) {
+			p->status.exited = 1;
+			p->status.exit_code = WEXITSTATUS(ws);
+		} else if (WIFSIGNALED(ws)) {
+			p->status.signaled = 1;
+			p->status.signal_number = WTERMSIG(ws);
+#ifdef WCOREDUMP
+			p->status.core_dumped = WCOREDUMP(ws) ? 1 : 0;
+#endif
+		}
+		break;
+	}
+	p->reaped = 1;
+	p->status.killed = p->killed;
+	p->status.timed_out = p->timed_out;
+	p->status.wall_ns = ab_proc_now_ns() - p->t_spawn_ns;
+	return 1;
+}
+
+int ab_proc_running(ab_proc *proc)
+{
+	return !try_reap(proc, 0);
+}
+
+enum { WANT_OUT = 1, WANT_IN = 2, DISCARD_OUT = 4 };
+
+/* One poll() slice servicing stderr and stdout. Returns 1 if stdin is writable (WANT_IN), 0 after
+ * progress or a quiet slice, AB_ETIMEOUT once the deadline has passed. */
+static int pump(ab_proc *p, int64_t deadline_ns, int want)
+{
+	struct pollfd fds[3];
+	int n = 0, i_err = -1, i_out = -1, i_in = -1;
+
+	if (p->err_fd >= 0) {
+		i_err = n;
+		fds[n++] = (struct pollfd){.fd = p->err_fd, .events = POLLIN};
+	}
+	if (p->out_fd >= 0 && ((want & (WANT_OUT | DISCARD_OUT)) || stdout_room(p) > 0)) {
+		i_out = n;
+		fds[n++] = (struct pollfd){.fd = p->out_fd, .events = POLLIN};
+	}
+	if ((want & WANT_IN) && p->in_fd >= 0) {
+		i_in = n;
+		fds[n++] = (struct pollfd){.fd = p->in_fd, .events = POLLOUT};
+	}
+	int timeout = slice_ms(deadline_ns, POLL_SLICE_MS);
+	int r = poll(fds, (nfds_t)n, timeout);
+	if (r < 0 && errno != EINTR)
+		return ab_error_errno("poll");
+	if (r > 0) {
+		if (i_err >= 0 && fds[i_err].revents)
+			drain_stderr(p);
+		if (i_out >= 0 && fds[i_out].revents)
+			fill_stdout(p, (want & DISCARD_OUT) != 0);
+		if (i_in >= 0 && fds[i_in].revents)
+			return 1;
+		return 0;
+	}
+	if (deadline_ns != AB_PROC_NO_DEADLINE && ab_proc_now_ns() >= deadline_ns)
+		return AB_ETIMEOUT;
+	/* A quiet slice: if the leader is gone, stop waiting for a pipe a grandchild may hold open. */
+	if ((want & WANT_OUT) && try_reap(p, 0)) {
+		fill_stdout(p, 0);
+		close_fd(&p->out_fd);
+		p->out_eof = 1;
+	}
+	return 0;
+}
+
+int ab_proc_write(int64_t *out_complete_ns, ab_proc *proc, const void *buf, size_t len, int64_t deadline_ns)
+{
+	sigset_t pipe_set, old_mask, pending;
+	int was_pending, error = 0;
+	size_t off = 0;
+
+	if (proc->in_fd < 0)
+		return ab_error_set("write: the child's stdin is closed");
+	/* EPIPE instead of SIGPIPE, without touching the process-wide disposition. */
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+	while (off < len) {
+		/* Stamped before the call: the reader may be scheduled and answer before write() returns. */
+		int64_t t_call = ab_proc_now_ns();
+		ssize_t n = write(proc->in_fd, (const char *)buf + off, len - off);
+		if (n > 0) {
+			off += (size_t)n;
+			if (off == len && out_complete_ns)
+				*out_complete_ns = t_call;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int r = pump(proc, deadline_ns, WANT_IN);
+			if (r == AB_ETIMEOUT) {
+				error = ab_error_setc(AB_ETIMEOUT, "write: the child did not read its stdin in time");
+				break;
+			}
+			if (r < 0) {
+				error = r;
+				break;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EPIPE) {
+			sigpending(&pending);
+			if (!was_pending && sigismember(&pending, SIGPIPE)) {
+				struct timespec zero = {0, 0};
+				sigtimedwait(&pipe_set, NULL, &zero);
+			}
+			error = ab_error_set("write: the child closed its stdin");
+		} else {
+			error = ab_error_errno("write to child");
+		}
+		break;
+	}
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+	return error;
+}
+
+void ab_proc_close_stdin(ab_proc *proc)
+{
+	close_fd(&proc->in_fd);
+}
+
+int ab_proc_read_line(const char **out_line, size_t *out_len, int64_t *out_recv_ns,
+	ab_proc *p, int64_t deadline_ns)
+{
+	for (;;) {
+		char *nl = p->end > p->scan ? memchr(p->buf + p->scan, '\n', p->end - p->scan) : NULL;
+		if (nl) {
+			size_t at = (size_t)(nl - p->buf), line_start = p->start, len = at - p->start;
+			int was_skipping = p->skipping;
+			p->start = p->scan = at + 1;
+			p->skipping = 0;
+			if (was_skipping)
+				continue;
+			if (len > p->line_max)
+				return ab_error_setc(AB_EINVALID, "line of %zu bytes exceeds the %zu-byte limit",
+					len, p->line_max);
+			*nl = '\0';
+			*out_line = p->buf + line_start;
+			*out_len = len;
+			if (out_recv_ns)
+				*out_recv_ns = p->last_recv_ns;
+			return 0;
+		}
+		p->scan = p->end;
+		if (p->skipping) {
+			p->start = p->scan = p->end = 0;
+		} else if (p->end - p->start > p->line_max) {
+			size_t had = p->end - p->start;
+			p->skipping = 1;
+			p->start = p->scan = p->end = 0;
+			return ab_error_setc(AB_EINVALID, "line exceeds the %zu-byte limit (%zu bytes without a newline)",
+				p->line_max, had);
+		}
+		if (p->out_eof) {
+			if (!p->skipping && p->end > p->start && p->buf) {
+				p->buf[p->end] = '\0';  /* stdout_room always keeps one spare byte */
+				*out_line = p->buf + p->start;
+				*out_len = p->end - p->start;
+				if (out_recv_ns)
+					*out_recv_ns = p->last_recv_ns;
+				p->start = p->scan = p->end;
+				return 0;
+			}
+			return AB_PROC_EOF;
+		}
+		int r = pump(p, deadline_ns, WANT_OUT);
+		if (r == AB_ETIMEOUT)
+			return ab_error_setc(AB_ETIMEOUT, "no complete line from the child before the deadline");
+		if (r < 0)
+			return r;
+	}
+}
+
+int ab_proc_wait(struct ab_proc_status *out, ab_proc *p, int64_t deadline_ns)
+{
+	int sleep_ms = 1;
+	while (!try_reap(p, 0)) {
+		if (deadline_ns != AB_PROC_NO_DEADLINE && ab_proc_now_ns() >= deadline_ns)
+			return ab_error_setc(AB_ETIMEOUT, "process %d still running at the deadline", (int)p->pid);
+		if (p->err_fd >= 0 || p->out_fd >= 0) {
+			int64_t slice_end = ab_proc_now_ns() + (int64_t)sleep_ms * 1000000;
+			pump(p, deadline_ns < slice_end ? deadline_ns : slice_end, DISCARD_OUT);
+		} else {
+			int ms = slice_ms(deadline_ns, sleep_ms);
+			if (ms > 0)
+				poll(NULL, 0, ms);
+		}
+		if (sleep_ms < 50)
+			sleep_ms *= 2;
+	}
+	drain_stderr(p);
+	if (out)
+		*out = p->status;
+	return 0;
+}
+
+static void signal_group(ab_proc *p, int sig)
+{
+	if (kill(-p->pid, sig) < 0 && errno == ESRCH)
+		kill(p->pid, sig);
+}
+
+int ab_proc_kill(struct ab_proc_status *out, ab_proc *p, int grace_ms, int timed_out)
+{
+	if (!try_reap(p, 0)) {
+		p->killed = 1;
+		p->timed_out = timed_out;
+		if (grace_ms > 0) {
+			signal_group(p, SIGTERM);
+			signal_group(p, SIGCONT);  /* a stopped process only sees SIGTERM once continued */
+			if (ab_proc_wait(NULL, p, ab_proc_deadline_ms(grace_ms)) == 0)
+				goto done;
+		}
+		signal_group(p, SIGKILL);
+		if (ab_proc_wait(NULL, p, ab_proc_deadline_ms(REAP_AFTER_KILL_MS)) != 0) {
+			AB_WARN("process %d did not die within %d s of SIGKILL", (int)p->pid, REAP_AFTER_KILL_MS / 1000);
+			return ab_error_set("process %d could not be reaped after SIGKILL", (int)p->pid);
+		}
+	}
+done:
+	if (out)
+		*out = p->status;
+	return 0;
+}
+
+void ab_proc_free(ab_proc *p)
+{
+	if (!p)
+		return;
+	if (p->pid > 0 && !p->reaped) {
+		p->killed = 1;
+		signal_group(p, SIGKILL);
+		if (ab_proc_wait(NULL, p, ab_proc_deadline_ms(REAP_AFTER_KILL_MS)) != 0)
+			try_reap(p, 1);
+	}
+	close_fd(&p->in_fd);
+	close_fd(&p->out_fd);
+	close_fd(&p->err_fd);
+	free(p->buf);
+	free(p->ring);
+	free(p->log_path);
+	free(p);
+}
+
+/* Copies the window [from, len) to a fresh string, starting after the first '\n' when cut. */
+static int tail_string(char **out, const char *data, size_t len, int cut)
+{
+	size_t from = 0;
+	if (cut) {
+		const char *nl = memchr(data, '\n', len);
+		if (nl && (size_t)(nl - data) + 1 < len)
+			from = (size_t)(nl - data) + 1;
+	}
+	char *s = malloc(len - from + 1);
+	if (!s)
+		return ab_error_set("out of memory");
+	memcpy(s, data + from, len - from);
+	s[len - from] = '\0';
+	*out = s;
+	return 0;
+}
+
+/* The tail of a file, never reaching before offset `floor` (a shared log: only this child's part). */
+static int file_tail_from(char **out, const char *path, size_t max_bytes, off_t floor)
+{
+	struct stat st;
+	char *data = NULL;
+	int error = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ab_error_setc(errno == ENOENT ? AB_ENOTFOUND : AB_ERROR, "cannot open %s: %s", path,
+			strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		ab_error_errno("stat %s", path);
+		goto cleanup;
+	}
+	size_t size = (size_t)st.st_size, first = floor > 0 && floor <= st.st_size ? (size_t)floor : 0;
+	size_t want = size - first > max_bytes ? max_bytes : size - first;
+	off_t from = (off_t)(size - want);
+	if (!(data = malloc(want + 1))) {
+		ab_error_set("out of memory");
+		goto cleanup;
+	}
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = pread(fd, data + got, want - got, from + (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	error = tail_string(out, data, got, (size_t)from > first);
+cleanup:
+	free(data);
+	close(fd);
+	return error;
+}
+
+int ab_proc_file_tail(char **out, const char *path, size_t max_bytes)
+{
+	return file_tail_from(out, path, max_bytes, 0);
+}
+
+int ab_proc_stderr_tail(char **out, ab_proc *p, size_t max_bytes)
+{
+	if (p->log_path)
+		return file_tail_from(out, p->log_path, max_bytes, p->log_start);
+	drain_stderr(p);
+	size_t len = p->ring_len < max_bytes ? p->ring_len : max_bytes;
+	char *lin = malloc(len + 1);
+	if (!lin)
+		return ab_error_set("out of memory");
+	size_t first = (p->ring_pos + ERR_RING_CAP - len) % ERR_RING_CAP;
+	for (size_t i = 0; i < len; i++)
+		lin[i] = p->ring[(first + i) % ERR_RING_CAP];
+	int error = tail_string(out, lin, len, len < p->ring_len);
+	free(lin);
+	return error;
+}
+
+const char *ab_proc_signal_name(int sig)
+{
+	static _Thread_local char name[16];
+	const char *abbrev = sig > 0 && sig < NSIG ? sigabbrev_np(sig) : NULL;  /* "SEGV" */
+	if (!abbrev)
+		return "SIG?";
+	snprintf(name, sizeof(name), "SIG%s", abbrev);
+	return name;
+}
+
+const char *ab_proc_status_describe(char *buf, size_t len, const struct ab_proc_status *st)
+{
+	if (!len)
+		return buf;
+	if (st->timed_out)
+		snprintf(buf, len, "killed after timeout");
+	else if (st->killed)
+		snprintf(buf, len, "killed by abgate");
+	else if (st->signaled)
+		snprintf(buf, len, "signal %d (%s)%s", st->signal_number, ab_proc_signal_name(st->signal_number),
+			st->core_dumped ? ", core dumped" : "");
+	else if (st->exited)
+		snprintf(buf, len, "exit code %d", st->exit_code);
+	else
+		snprintf(buf, len, "still running");
+	return buf;
+}
+
+int ab_proc_status_ok(const struct ab_proc_status *st)
+{
+	return st->exited && st->exit_code == 0 && !st->killed;
+}
+
+static void log_append(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	size_t len = strlen(text), off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+}
+
+int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char *const *env,
+	const char *cwd, const char *log_path, int64_t timeout_ms)
+{
+	ab_proc *p = NULL;
+	struct ab_proc_status st;
+	char line[4096], what[128];
+	int error = -1;
+
+	if (!argv || !argv[0])
+		return ab_error_setc(AB_EINVALID, "run: no command");
+	if (log_path) {
+		size_t w = (size_t)snprintf(line, sizeof(line), "[abgate] $");
+		for (size_t i = 0; argv[i] && w < sizeof(line); i++)
+			w += (size_t)snprintf(line + w, sizeof(line) - w, " %s", argv[i]);
+		if (cwd && w < sizeof(line))
+			w += (size_t)snprintf(line + w, sizeof(line) - w, "   (in %s)", cwd);
+		if (w > sizeof(line) - 2)
+			w = sizeof(line) - 2;
+		line[w] = '\n';
+		line[w + 1] = '\0';
+		log_append(log_path, line);
+	}
+	struct ab_proc_spec spec = {.argv = argv, .env = env, .cwd = cwd, .log_path = log_path};
+	if ((error = ab_proc_spawn(&p, &spec)) < 0) {
+		if (log_path) {
+			snprintf(line, sizeof(line), "[abgate] %s\n", ab_error_last());
+			log_append(log_path, line);
+		}
+		goto cleanup;
+	}
+	int64_t deadline = timeout_ms > 0 ? ab_proc_deadline_ms(timeout_ms) : AB_PROC_NO_DEADLINE;
+	if (ab_proc_wait(&st, p, deadline) == AB_ETIMEOUT)
+		ab_proc_kill(&st, p, 2000, 1);
+	if (log_path) {
+		snprintf(line, sizeof(line), "[abgate] %s after %.1f s\n",
+			ab_proc_status_ok(&st) ? "finished" : ab_proc_status_describe(what, sizeof(what), &st),
+			(double)st.wall_ns / 1e9);
+		log_append(log_path, line);
+	}
+	*out = st;
+	error = 0;
+cleanup:
+	ab_proc_free(p);
+	return error;
+}
+
+int ab_proc_mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(tmp))
+		return ab_error_setc(AB_EINVALID, "mkdir: bad path '%s'", path);
+	memcpy(tmp, path, len + 1);
+	for (char *s = tmp + 1; ; s++) {
+		if (*s == '/' || *s == '\0') {
+			char saved = *s;
+			*s = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return ab_error_errno("mkdir %s", tmp);
+			*s = saved;
+			if (!saved)
+				break;
+		}
+	}
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return ab_error_set("mkdir %s: exists and is not a directory", path);
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP ? rmdir(path) : unlink(path)) {
+		if (errno == ENOENT)
+			return 0;
+		ab_error_errno("remove %s", path);
+		return -1;
+	}
+	return 0;
+}
+
+int ab_proc_rmtree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : ab_error_errno("stat %s", path);
+	if (!S_ISDIR(st.st_mode))
+		return unlink(path) == 0 ? 0 : ab_error_errno("remove %s", path);
+	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : AB_ERROR;
+}

@@ -1,0 +1,704 @@
+/*
+ * store.c - the SQLite store behind store.h. WAL lets a reader (a CLI listing history) and the
+ * writer (a service worker) share the file; a busy timeout plus BEGIN IMMEDIATE for every write
+ * transaction makes concurrent writers queue instead of failing. Schema changes are numbered
+ * migrations applied in one transaction on open; statements are prepared once per handle.
+ */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "error.h"
+
+#define BUSY_TIMEOUT_MS 30000
+
+/* migrations[v] takes a database from schema version v to v + 1. Append only; never edit one. */
+static const char *const migrations[AB_STORE_SCHEMA_VERSION] = {
+	/* 0 -> 1 */
+	"CREATE TABLE evaluations ("
+	"  id INTEGER PRIMARY KEY,"
+	"  created_at INTEGER NOT NULL,"            /* Unix ms */
+	"  finished_at INTEGER,"                    /* Unix ms, NULL while running */
+	"  status TEXT NOT NULL CHECK (status IN ('running','done','canceled','error')),"
+	"  \"trigger\" TEXT, repo TEXT,"
+	"  base_ref TEXT, base_sha TEXT, base_tree TEXT,"
+	"  head_ref TEXT, head_sha TEXT, head_tree TEXT,"
+	"  suite_name TEXT, suite_sha256 TEXT,"
+	"  seed INTEGER,"                           /* the uint64 seed's bits as a signed integer */
+	"  label TEXT, reason TEXT, exit_status INTEGER,"
+	"  result_json TEXT);"
+	"CREATE TABLE samples ("
+	"  eval_id INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,"
+	"  side INTEGER NOT NULL, pair INTEGER NOT NULL,"
+	"  pair_order INTEGER NOT NULL,"            /* struct ab_sample.order (ORDER is an SQL keyword) */
+	"  batch INTEGER NOT NULL,"
+	"  model TEXT NOT NULL, metric TEXT NOT NULL, ctx INTEGER NOT NULL,"
+	"  value REAL,"                             /* NULL for a failed sample (NAN) */
+	"  ok INTEGER NOT NULL, reason TEXT,"
+	"  t_start_ns INTEGER NOT NULL, t_end_ns INTEGER NOT NULL);"
+	"CREATE INDEX samples_by_eval ON samples(eval_id);"
+	"CREATE TABLE cache ("
+	"  key TEXT PRIMARY KEY,"
+	"  value BLOB NOT NULL,"
+	"  created_at INTEGER NOT NULL);"          /* Unix ms */
+};
+
+enum statement {
+	ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
+	ST_EVAL_INSERT, ST_EVAL_UPDATE, ST_EVAL_FINISH, ST_EVAL_GET, ST_HISTORY,
+	ST_SAMPLE_INSERT, ST_SAMPLES_GET, ST_CACHE_GET, ST_CACHE_PUT,
+	ST_COUNT
+};
+
+#define EVAL_COLUMNS "id, created_at, finished_at, status, \"trigger\", repo, base_ref, base_sha, base_tree," \
+		     " head_ref, head_sha, head_tree, suite_name, suite_sha256, seed, label, reason, exit_status"
+
+static const char *const statement_sql[ST_COUNT] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_EVAL_INSERT] =
+		"INSERT INTO evaluations (created_at, status, \"trigger\", repo, base_ref, base_sha, base_tree,"
+		" head_ref, head_sha, head_tree, suite_name, suite_sha256, seed, exit_status)"
+		" VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, -1)",
+	[ST_EVAL_UPDATE] =
+		"UPDATE evaluations SET \"trigger\" = coalesce(?2, \"trigger\"), repo = coalesce(?3, repo),"
+		" base_ref = coalesce(?4, base_ref), base_sha = coalesce(?5, base_sha), base_tree = coalesce(?6, base_tree),"
+		" head_ref = coalesce(?7, head_ref), head_sha = coalesce(?8, head_sha), head_tree = coalesce(?9, head_tree),"
+		" suite_name = coalesce(?10, suite_name), suite_sha256 = coalesce(?11, suite_sha256),"
+		" seed = coalesce(?12, seed) WHERE id = ?1",
+	[ST_EVAL_FINISH] =
+		"UPDATE evaluations SET status = ?2, label = ?3, reason = ?4, exit_status = ?5, result_json = ?6,"
+		" finished_at = ?7 WHERE id = ?1",
+	[ST_EVAL_GET] = "SELECT " EVAL_COLUMNS ", result_json FROM evaluations WHERE id = ?1",
+	[ST_HISTORY] = "SELECT " EVAL_COLUMNS " FROM evaluations ORDER BY id DESC LIMIT ?1",
+	[ST_SAMPLE_INSERT] =
+		"INSERT INTO samples (eval_id, side, pair, pair_order, batch, model, metric, ctx, value, ok, reason,"
+		" t_start_ns, t_end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+	[ST_SAMPLES_GET] =
+		"SELECT side, pair, pair_order, batch, model, metric, ctx, value, ok, reason, t_start_ns, t_end_ns"
+		" FROM samples WHERE eval_id = ?1 ORDER BY rowid",
+	[ST_CACHE_GET] = "SELECT value FROM cache WHERE key = ?1",
+	[ST_CACHE_PUT] = "INSERT OR REPLACE INTO cache (key, value, created_at) VALUES (?1, ?2, ?3)",
+};
+
+static const char *const status_names[] = { "running", "done", "canceled", "error" };
+
+struct ab_store {
+	sqlite3 *db;
+	char *path;
+	sqlite3_stmt *statements[ST_COUNT];   /* prepared on first use */
+};
+
+static int db_error(ab_store *store, int rc, const char *what)
+{
+	return ab_error_set("store %s: %s: %s (SQLite %d)", store->path, what,
+			    store->db ? sqlite3_errmsg(store->db) : sqlite3_errstr(rc), rc);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The statement, reset and unbound, ready to bind; NULL with the error set. */
+static sqlite3_stmt *statement(ab_store *store, enum statement which)
+{
+	sqlite3_stmt **st = &store->statements[which];
+	int rc;
+
+	if (!*st) {
+		rc = sqlite3_prepare_v3(store->db, statement_sql[which], -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+		if (rc != SQLITE_OK) {
+			db_error(store, rc, "prepare");
+			*st = NULL;
+			return NULL;
+		}
+	}
+	sqlite3_reset(*st);
+	sqlite3_clear_bindings(*st);
+	return *st;
+}
+
+/* Runs a statement that returns no rows. */
+static int step_done(ab_store *store, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+	int error = rc == SQLITE_DONE ? 0 : db_error(store, rc, what);
+	sqlite3_reset(st);
+	return error;
+}
+
+static int run_simple(ab_store *store, enum statement which, const char *what)
+{
+	sqlite3_stmt *st = statement(store, which);
+	return st ? step_done(store, st, what) : AB_ERROR;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char path[4096];
+	size_t i, len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(path))
+		return ab_error_set("store: state directory path is empty or too long");
+	memcpy(path, dir, len + 1);
+	for (i = 1; i <= len; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return ab_error_errno("store: cannot create %s", path);
+		path[i] = dir[i];
+	}
+	return 0;
+}
+
+static int read_version(int *out, ab_store *store)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, version = 0;
+
+	rc = sqlite3_prepare_v2(store->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+		goto fail;
+	if (sqlite3_column_int(st, 0) == 1) {
+		sqlite3_finalize(st);
+		st = NULL;
+		rc = sqlite3_prepare_v2(store->db, "SELECT max(version) FROM schema_version", -1, &st, NULL);
+		if (rc != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+			goto fail;
+		version = sqlite3_column_int(st, 0);
+	}
+	sqlite3_finalize(st);
+	*out = version;
+	return 0;
+fail:
+	db_error(store, rc, "reading the schema version");
+	sqlite3_finalize(st);
+	return AB_ERROR;
+}
+
+/* Brings the schema to AB_STORE_SCHEMA_VERSION in one IMMEDIATE transaction, so that two processes
+ * opening a fresh file at once migrate it exactly once. */
+static int migrate(ab_store *store)
+{
+	char sql[128];
+	char *msg = NULL;
+	int version = 0, rc, error = AB_ERROR;
+
+	/* The common case, an up-to-date file, is settled by a read: no write lock on every open. */
+	if (read_version(&version, store) < 0)
+		return AB_ERROR;
+	if (version == AB_STORE_SCHEMA_VERSION)
+		return 0;
+	if ((rc = sqlite3_exec(store->db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
+		return db_error(store, rc, "begin migration");
+	if (read_version(&version, store) < 0)   /* again: another process may have migrated meanwhile */
+		goto cleanup;
+	if (version > AB_STORE_SCHEMA_VERSION) {
+		error = ab_error_setc(AB_EINVALID, "store %s: schema version %d is newer than this abgate supports (%d); "
+				      "use a newer abgate or another state directory", store->path, version,
+				      AB_STORE_SCHEMA_VERSION);
+		goto cleanup;
+	}
+	if (version == 0 &&
+	    (rc = sqlite3_exec(store->db, "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+				"INSERT INTO schema_version VALUES (0)", NULL, NULL, &msg)) != SQLITE_OK)
+		goto migration_failed;
+	for (; version < AB_STORE_SCHEMA_VERSION; version++) {
+		if ((rc = sqlite3_exec(store->db, migrations[version], NULL, NULL, &msg)) != SQLITE_OK)
+			goto migration_failed;
+		snprintf(sql, sizeof(sql), "UPDATE schema_version SET version = %d", version + 1);
+		if ((rc = sqlite3_exec(store->db, sql, NULL, NULL, &msg)) != SQLITE_OK)
+			goto migration_failed;
+	}
+	if ((rc = sqlite3_exec(store->db, "COMMIT", NULL, NULL, NULL)) != SQLITE_OK) {
+		db_error(store, rc, "commit migration");
+		goto cleanup;
+	}
+	return 0;
+
+migration_failed:
+	ab_error_set("store %s: migration to schema version %d: %s (SQLite %d)", store->path, version + 1,
+		     msg ? msg : sqlite3_errstr(rc), rc);
+	sqlite3_free(msg);
+cleanup:
+	sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+	return error;
+}
+
+int ab_store_open_file(ab_store **out, const char *db_path)
+{
+	ab_store *store = NULL;
+	sqlite3_stmt *st = NULL;
+	int rc, waited_ms, error = AB_ERROR;
+
+	if (!(store = calloc(1, sizeof(*store))) || !(store->path = strdup(db_path))) {
+		ab_error_set("store: out of memory");
+		goto cleanup;
+	}
+	if (!sqlite3_threadsafe()) {   /* the one-handle-per-thread promise rests on this */
+		ab_error_set("store: this SQLite library was built without thread support");
+		goto cleanup;
+	}
+	rc = sqlite3_open_v2(db_path, &store->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		db_error(store, rc, "open");
+		goto cleanup;
+	}
+	sqlite3_extended_result_codes(store->db, 1);
+	sqlite3_busy_timeout(store->db, BUSY_TIMEOUT_MS);
+	/* journal_mode answers with the mode now in force: anything but "wal" (e.g. a read-only or
+	 * network file system) is reported rather than silently run without it. Switching a fresh file
+	 * to WAL needs an exclusive lock and SQLite does not call the busy handler for it, so two
+	 * processes creating the store at once retry here themselves. */
+	rc = sqlite3_prepare_v2(store->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+	for (waited_ms = 0; rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_BUSY && waited_ms < BUSY_TIMEOUT_MS;
+	     waited_ms += 10) {
+		sqlite3_reset(st);
+		rc = SQLITE_OK;
+		usleep(10000);
+	}
+	if (rc != SQLITE_ROW) {
+		db_error(store, rc, "enabling WAL");
+		goto cleanup;
+	}
+	if (strcmp((const char *)sqlite3_column_text(st, 0), "wal") != 0) {
+		ab_error_set("store %s: the database refused WAL mode (journal mode is %s)", db_path,
+			     (const char *)sqlite3_column_text(st, 0));
+		goto cleanup;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if ((rc = sqlite3_exec(store->db, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", NULL, NULL, NULL))
+	    != SQLITE_OK) {
+		db_error(store, rc, "setting pragmas");
+		goto cleanup;
+	}
+	if ((error = migrate(store)) < 0)
+		goto cleanup;
+	*out = store;
+	store = NULL;
+	error = 0;
+
+cleanup:
+	sqlite3_finalize(st);
+	ab_store_close(store);
+	return error;
+}
+
+int ab_store_open(ab_store **out, const char *state_dir)
+{
+	char path[4096];
+
+	if (mkdir_p(state_dir) < 0)
+		return AB_ERROR;
+	if ((size_t)snprintf(path, sizeof(path), "%s/abgate.db", state_dir) >= sizeof(path))
+		return ab_error_set("store: state directory path too long");
+	return ab_store_open_file(out, path);
+}
+
+void ab_store_close(ab_store *store)
+{
+	int i;
+
+	if (!store)
+		return;
+	for (i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(store->statements[i]);
+	sqlite3_close(store->db);   /* every statement is finalised, so this cannot be left busy */
+	free(store->path);
+	free(store);
+}
+
+/* --- evaluations --------------------------------------------------------------------------------- */
+
+static void bind_info(sqlite3_stmt *st, int first, const struct ab_store_eval_info *info)
+{
+	const char *fields[] = { info->trigger, info->repo, info->base_ref, info->base_sha, info->base_tree,
+				 info->head_ref, info->head_sha, info->head_tree, info->suite_name, info->suite_sha256 };
+	int i;
+
+	for (i = 0; i < 10; i++)
+		sqlite3_bind_text(st, first + i, fields[i], -1, SQLITE_TRANSIENT);   /* NULL binds NULL */
+	if (info->has_seed)
+		sqlite3_bind_int64(st, first + 10, (int64_t)info->seed);
+}
+
+int ab_store_eval_begin(int64_t *out_id, ab_store *store, const struct ab_store_eval_info *info)
+{
+	sqlite3_stmt *st = statement(store, ST_EVAL_INSERT);
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int64(st, 1, now_ms());
+	bind_info(st, 2, info);
+	if (step_done(store, st, "inserting an evaluation") < 0)
+		return AB_ERROR;
+	*out_id = sqlite3_last_insert_rowid(store->db);
+	return 0;
+}
+
+int ab_store_eval_update(ab_store *store, int64_t id, const struct ab_store_eval_info *info)
+{
+	sqlite3_stmt *st = statement(store, ST_EVAL_UPDATE);
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int64(st, 1, id);
+	bind_info(st, 2, info);
+	if (step_done(store, st, "updating an evaluation") < 0)
+		return AB_ERROR;
+	if (sqlite3_changes(store->db) == 0)
+		return ab_error_setc(AB_ENOTFOUND, "store: no evaluation %lld", (long long)id);
+	return 0;
+}
+
+int ab_store_eval_finish(ab_store *store, int64_t id, enum ab_store_status status, const char *label,
+			 const char *reason, int exit_status, const char *result_json)
+{
+	sqlite3_stmt *st = statement(store, ST_EVAL_FINISH);
+
+	if (!st)
+		return AB_ERROR;
+	if ((unsigned)status > AB_STORE_ERROR)
+		return ab_error_setc(AB_EINVALID, "store: invalid evaluation status %d", (int)status);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, status_names[status], -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, label, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, reason, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 5, exit_status);
+	sqlite3_bind_text(st, 6, result_json, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 7, now_ms());
+	if (step_done(store, st, "finishing an evaluation") < 0)
+		return AB_ERROR;
+	if (sqlite3_changes(store->db) == 0)
+		return ab_error_setc(AB_ENOTFOUND, "store: no evaluation %lld", (long long)id);
+	return 0;
+}
+
+/* Copies a text column; sets *oom on allocation failure. NULL for SQL NULL. */
+static char *column_strdup(sqlite3_stmt *st, int col, int *oom)
+{
+	const char *text = (const char *)sqlite3_column_text(st, col);
+	char *copy;
+
+	if (!text)
+		return NULL;
+	if (!(copy = strdup(text)))
+		*oom = 1;
+	return copy;
+}
+
+static void eval_clear(struct ab_store_eval *e)
+{
+	char **strings[] = { &e->trigger, &e->repo, &e->base_ref, &e->base_sha, &e->base_tree, &e->head_ref,
+			     &e->head_sha, &e->head_tree, &e->suite_name, &e->suite_sha256, &e->label, &e->reason,
+			     &e->result_json };
+	size_t i;
+
+	for (i = 0; i < sizeof(strings) / sizeof(*strings); i++) {
+		free(*strings[i]);
+		*strings[i] = NULL;
+	}
+}
+
+/* Fills `e` from a row of EVAL_COLUMNS (and result_json at column 18 when `with_result`). */
+static int eval_from_row(struct ab_store_eval *e, sqlite3_stmt *st, int with_result)
+{
+	const char *status = (const char *)sqlite3_column_text(st, 3);
+	int oom = 0, i;
+
+	memset(e, 0, sizeof(*e));
+	e->id = sqlite3_column_int64(st, 0);
+	e->created_at_ms = sqlite3_column_int64(st, 1);
+	e->finished_at_ms = sqlite3_column_int64(st, 2);
+	for (i = 0; i < 4; i++)
+		if (status && strcmp(status, status_names[i]) == 0)
+			e->status = (enum ab_store_status)i;
+	e->trigger = column_strdup(st, 4, &oom);
+	e->repo = column_strdup(st, 5, &oom);
+	e->base_ref = column_strdup(st, 6, &oom);
+	e->base_sha = column_strdup(st, 7, &oom);
+	e->base_tree = column_strdup(st, 8, &oom);
+	e->head_ref = column_strdup(st, 9, &oom);
+	e->head_sha = column_strdup(st, 10, &oom);
+	e->head_tree = column_strdup(st, 11, &oom);
+	e->suite_name = column_strdup(st, 12, &oom);
+	e->suite_sha256 = column_strdup(st, 13, &oom);
+	e->has_seed = sqlite3_column_type(st, 14) != SQLITE_NULL;
+	e->seed = (uint64_t)sqlite3_column_int64(st, 14);
+	e->label = column_strdup(st, 15, &oom);
+	e->reason = column_strdup(st, 16, &oom);
+	e->exit_status = sqlite3_column_type(st, 17) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 17);
+	if (with_result)
+		e->result_json = column_strdup(st, 18, &oom);
+	if (oom) {
+		eval_clear(e);
+		return ab_error_set("store: out of memory");
+	}
+	return 0;
+}
+
+int ab_store_eval_get(struct ab_store_eval **out, ab_store *store, int64_t id)
+{
+	sqlite3_stmt *st = statement(store, ST_EVAL_GET);
+	struct ab_store_eval *e = NULL;
+	int rc, error = AB_ERROR;
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		error = ab_error_setc(AB_ENOTFOUND, "store: no evaluation %lld", (long long)id);
+		goto cleanup;
+	}
+	if (rc != SQLITE_ROW) {
+		db_error(store, rc, "reading an evaluation");
+		goto cleanup;
+	}
+	if (!(e = malloc(sizeof(*e)))) {
+		ab_error_set("store: out of memory");
+		goto cleanup;
+	}
+	if (eval_from_row(e, st, 1) < 0)
+		goto cleanup;
+	*out = e;
+	e = NULL;
+	error = 0;
+
+cleanup:
+	free(e);
+	sqlite3_reset(st);
+	return error;
+}
+
+void ab_store_eval_free(struct ab_store_eval *eval)
+{
+	if (!eval)
+		return;
+	eval_clear(eval);
+	free(eval);
+}
+
+int ab_store_history(struct ab_store_eval **out_evals, size_t *out_count, ab_store *store, int limit)
+{
+	sqlite3_stmt *st = statement(store, ST_HISTORY);
+	struct ab_store_eval *evals = NULL, *grown;
+	size_t count = 0, capacity = 0;
+	int rc, error = AB_ERROR;
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int(st, 1, limit > 0 ? limit : -1);   /* LIMIT -1: no limit */
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (count == capacity) {
+			capacity = capacity ? 2 * capacity : 16;
+			if (!(grown = realloc(evals, capacity * sizeof(*evals)))) {
+				ab_error_set("store: out of memory");
+				goto cleanup;
+			}
+			evals = grown;
+		}
+		if (eval_from_row(&evals[count], st, 0) < 0)
+			goto cleanup;
+		count++;
+	}
+	if (rc != SQLITE_DONE) {
+		db_error(store, rc, "listing evaluations");
+		goto cleanup;
+	}
+	*out_evals = count ? evals : NULL;
+	*out_count = count;
+	if (!count)
+		free(evals);
+	evals = NULL;
+	count = 0;
+	error = 0;
+
+cleanup:
+	ab_store_evals_free(evals, count);
+	sqlite3_reset(st);
+	return error;
+}
+
+void ab_store_evals_free(struct ab_store_eval *evals, size_t count)
+{
+	size_t i;
+
+	if (!evals)
+		return;
+	for (i = 0; i < count; i++)
+		eval_clear(&evals[i]);
+	free(evals);
+}
+
+/* --- samples ------------------------------------------------------------------------------------- */
+
+static int insert_sample(ab_store *store, int64_t eval_id, const struct ab_sample *s)
+{
+	sqlite3_stmt *st = statement(store, ST_SAMPLE_INSERT);
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int64(st, 1, eval_id);
+	sqlite3_bind_int(st, 2, s->side);
+	sqlite3_bind_int(st, 3, s->pair);
+	sqlite3_bind_int(st, 4, s->order);
+	sqlite3_bind_int(st, 5, s->batch);
+	sqlite3_bind_text(st, 6, s->model, (int)strnlen(s->model, sizeof(s->model)), SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 7, s->metric, (int)strnlen(s->metric, sizeof(s->metric)), SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 8, s->ctx);
+	if (isfinite(s->value))
+		sqlite3_bind_double(st, 9, s->value);
+	sqlite3_bind_int(st, 10, s->ok);
+	if (s->reason[0])
+		sqlite3_bind_text(st, 11, s->reason, (int)strnlen(s->reason, sizeof(s->reason)), SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 12, s->t_start_ns);
+	sqlite3_bind_int64(st, 13, s->t_end_ns);
+	return step_done(store, st, "inserting a sample");
+}
+
+int ab_store_sample_add(ab_store *store, int64_t eval_id, const struct ab_sample *sample)
+{
+	return insert_sample(store, eval_id, sample);
+}
+
+int ab_store_samples_add(ab_store *store, int64_t eval_id, const struct ab_sample *samples, size_t count)
+{
+	size_t i;
+
+	if (run_simple(store, ST_BEGIN, "begin") < 0)
+		return AB_ERROR;
+	for (i = 0; i < count; i++)
+		if (insert_sample(store, eval_id, &samples[i]) < 0) {
+			run_simple(store, ST_ROLLBACK, "rollback");   /* keeps the first error: it is the cause */
+			return AB_ERROR;
+		}
+	return run_simple(store, ST_COMMIT, "commit");
+}
+
+static void copy_text(char *dst, size_t size, const unsigned char *src)
+{
+	snprintf(dst, size, "%s", src ? (const char *)src : "");
+}
+
+int ab_store_samples_get(struct ab_sample **out_samples, size_t *out_count, ab_store *store, int64_t eval_id)
+{
+	sqlite3_stmt *st = statement(store, ST_SAMPLES_GET);
+	struct ab_sample *samples = NULL, *grown, *s;
+	size_t count = 0, capacity = 0;
+	int rc, error = AB_ERROR;
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_int64(st, 1, eval_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (count == capacity) {
+			capacity = capacity ? 2 * capacity : 64;
+			if (!(grown = realloc(samples, capacity * sizeof(*samples)))) {
+				ab_error_set("store: out of memory");
+				goto cleanup;
+			}
+			samples = grown;
+		}
+		s = &samples[count++];
+		memset(s, 0, sizeof(*s));
+		s->side = sqlite3_column_int(st, 0);
+		s->pair = sqlite3_column_int(st, 1);
+		s->order = sqlite3_column_int(st, 2);
+		s->batch = sqlite3_column_int(st, 3);
+		copy_text(s->model, sizeof(s->model), sqlite3_column_text(st, 4));
+		copy_text(s->metric, sizeof(s->metric), sqlite3_column_text(st, 5));
+		s->ctx = sqlite3_column_int(st, 6);
+		s->value = sqlite3_column_type(st, 7) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 7);
+		s->ok = sqlite3_column_int(st, 8);
+		copy_text(s->reason, sizeof(s->reason), sqlite3_column_text(st, 9));
+		s->t_start_ns = sqlite3_column_int64(st, 10);
+		s->t_end_ns = sqlite3_column_int64(st, 11);
+	}
+	if (rc != SQLITE_DONE) {
+		db_error(store, rc, "reading samples");
+		goto cleanup;
+	}
+	*out_samples = count ? samples : NULL;
+	*out_count = count;
+	if (!count)
+		free(samples);
+	samples = NULL;
+	error = 0;
+
+cleanup:
+	free(samples);
+	sqlite3_reset(st);
+	return error;
+}
+
+/* --- cache --------------------------------------------------------------------------------------- */
+
+int ab_store_cache_get(void **out_value, size_t *out_len, ab_store *store, const char *key)
+{
+	sqlite3_stmt *st = statement(store, ST_CACHE_GET);
+	const void *blob;
+	char *copy = NULL;
+	size_t len;
+	int rc, error = AB_ERROR;
+
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		error = ab_error_setc(AB_ENOTFOUND, "store: no cache entry %s", key);
+		goto cleanup;
+	}
+	if (rc != SQLITE_ROW) {
+		db_error(store, rc, "reading the cache");
+		goto cleanup;
+	}
+	blob = sqlite3_column_blob(st, 0);
+	len = (size_t)sqlite3_column_bytes(st, 0);
+	if (!(copy = malloc(len + 1))) {
+		ab_error_set("store: out of memory");
+		goto cleanup;
+	}
+	if (len)
+		memcpy(copy, blob, len);
+	copy[len] = '\0';
+	*out_value = copy;
+	*out_len = len;
+	error = 0;
+
+cleanup:
+	sqlite3_reset(st);
+	return error;
+}
+
+int ab_store_cache_put(ab_store *store, const char *key, const void *value, size_t len)
+{
+	sqlite3_stmt *st = statement(store, ST_CACHE_PUT);
+
+	if (!st)
+		return AB_ERROR;
+	if (len > (size_t)1 << 30)
+		return ab_error_setc(AB_EINVALID, "store: cache value of %zu bytes is over the 1 GiB limit", len);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_blob64(st, 2, value ? value : "", len, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 3, now_ms());
+	return step_done(store, st, "writing the cache");
+}

@@ -1,0 +1,181 @@
+/*
+ * suite.h - the suite file (`abgate.suite/1`, DESIGN.md Contract 2): what to build, which SUT to run,
+ * which models, which workloads and which gates. It is parsed strictly (unknown keys and wrong types
+ * are errors naming the key's JSON path), validated, completed with the defaults below and handed
+ * out as a plain read-only struct. Strings keep their {src} {build} {jobs} {state} {model}
+ * placeholders; the build module substitutes them.
+ *
+ * Keys, types and defaults (optional keys may be omitted; `null` means "absent" where allowed):
+ *
+ *   schema                    "abgate.suite/1"                   required
+ *   name                      [A-Za-z0-9._-]{1,63}               required
+ *   build.configure           argv                               optional (no configure step)
+ *   build.build               argv                               required
+ *   build.timeout_s           int > 0                            1800 (per command)
+ *   sut.command               argv                               required
+ *   sut.env                   {NAME: string}                     {} (added to the inherited env)
+ *   sut.ready_timeout_s       int > 0                            120
+ *   sut.request_timeout_s     int > 0                            300
+ *   models[]                  at least one, names unique
+ *     .name                   [A-Za-z0-9._-]{1,63}               required
+ *     .path                   string                             required
+ *     .generate               argv, run when path is missing     optional
+ *     .sha256                 64 hex digits, verified if present optional / null
+ *     .reference              a SUT object as `sut` above        optional / null (no accuracy)
+ *   speed.decode.contexts     unique ints > 0                    [] (no decode metrics)
+ *   speed.decode.gen_tokens   int >= 2                           128
+ *   speed.prefill.contexts    unique ints > 0                    [] (no prefill metrics)
+ *   speed.pairs_min           int >= 2, odd rounded up           6
+ *   speed.pairs_max           int >= pairs_min, odd rounded up   16
+ *   speed.confirm_pairs       int >= 0, odd rounded up           6 (0: no confirmation batch)
+ *   speed.margin              [0, 0.5)                           0.01
+ *   speed.regression_ratio    (0, 1]                             0.98
+ *   speed.alpha               (0, 0.5)                           0.05
+ *   speed.max_failed_fraction [0, 1)                             0.25
+ *   speed.method              "wilcoxon" | "bootstrap"           "wilcoxon"
+ *   accuracy                  object or null                     absent: accuracy disabled
+ *     .enabled                bool                               true
+ *     .windows                int in [1, 4096]                   4
+ *     .window_len             int in [2, 1048576]                256
+ *     .score_from             int in [0, window_len)             window_len / 2
+ *     .top_k                  int in [1, 1024]                   32
+ *     .corpus                 path or null                       null (random token ids)
+ *     .top1_min               [0, 1]                             0.90
+ *     .kl_max                 >= 0                               0.20
+ *     .top1_drop_max          [0, 1]                             0.01
+ *     .kl_rise_max            >= 0                               0.02
+ *     .greedy_check           bool                               true
+ *   tiers.{XS,S,M,L,XL}       strictly increasing, in (0, 10)    0.02 0.035 0.06 0.10 0.18
+ *   harness_paths             relative paths                     ["guards/","evaluator/","tools/","ci/"]
+ *
+ * The speed section is required and must name at least one context. Where accuracy is enabled, at
+ * least one model must have a reference.
+ */
+#ifndef AB_SUITE_H
+#define AB_SUITE_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#define AB_SUITE_SCHEMA "abgate.suite/1"
+#define AB_SUITE_MAX_BYTES (1024 * 1024)    /* larger suite files are refused */
+#define AB_SUITE_NAME_MAX 64                /* names are at most 63 characters */
+
+/* An argument vector. argv[argc] is NULL, so it can go to execvp once substituted. */
+struct ab_suite_argv {
+	char **argv;    /* NULL when absent (argc 0) */
+	int argc;
+};
+
+struct ab_suite_envvar {
+	char *name;     /* [A-Za-z_][A-Za-z0-9_]* */
+	char *value;    /* may hold placeholders */
+};
+
+/* How to run a System Under Test (the engine, or a reference). */
+struct ab_suite_sut {
+	struct ab_suite_argv command;
+	struct ab_suite_envvar *env;    /* added to the inherited environment, in file order */
+	int env_count;
+	int ready_timeout_s;            /* from spawn to the ready line */
+	int request_timeout_s;          /* per request, from write to its done event */
+};
+
+struct ab_suite_model {
+	char name[AB_SUITE_NAME_MAX];
+	char *path;                     /* may hold placeholders ({state}) */
+	struct ab_suite_argv generate;  /* argc 0: no generator; the file must exist */
+	char sha256[65];                /* lower-case hex, "" when not given */
+	int has_reference;
+	struct ab_suite_sut reference;  /* meaningful only when has_reference */
+};
+
+enum ab_suite_method {
+	AB_SUITE_METHOD_WILCOXON = 0,   /* Wilcoxon signed-rank (Hodges-Lehmann estimate and interval) */
+	AB_SUITE_METHOD_BOOTSTRAP = 1   /* percentile bootstrap of the median, seeded by the evaluation */
+};
+
+struct ab_suite_speed {
+	int *decode_contexts;           /* in file order; NULL when none */
+	int decode_count;
+	int gen_tokens;                 /* new tokens per decode request */
+	int *prefill_contexts;
+	int prefill_count;
+	int pairs_min;                  /* even */
+	int pairs_max;                  /* even, >= pairs_min */
+	int confirm_pairs;              /* even, 0 disables the confirmation batch */
+	double margin;                  /* |log-ratio| CI inside +-margin is "neutral" */
+	double regression_ratio;        /* head/base below this with confidence is a regression */
+	double alpha;                   /* family-wise error rate (two-sided CIs at 1 - alpha) */
+	double max_failed_fraction;     /* more failed samples than this is an infra error */
+	enum ab_suite_method method;
+};
+
+struct ab_suite_accuracy {
+	int enabled;                    /* 0 when the section is absent or says enabled:false */
+	int windows;                    /* prompt windows per model */
+	int window_len;                 /* tokens per window */
+	int score_from;                 /* positions [score_from, window_len) are scored */
+	int top_k;                      /* reference top-k asked for per position */
+	char *corpus;                   /* token corpus file, NULL: random ids */
+	double top1_min;                /* absolute gate: head top-1 agreement >= this */
+	double kl_max;                  /* absolute gate: head mean KL <= this */
+	double top1_drop_max;           /* differential gate: base - head top-1 <= this */
+	double kl_rise_max;             /* differential gate: head - base mean KL <= this */
+	int greedy_check;               /* report where head's greedy tokens first differ from base's */
+};
+
+struct ab_suite_tier {
+	char name[4];                   /* "XS", "S", "M", "L", "XL" */
+	double min_gain;                /* a verified gain >= this earns the tier (0.02 = 2%) */
+};
+
+#define AB_SUITE_TIER_COUNT 5
+
+struct ab_suite {
+	char name[AB_SUITE_NAME_MAX];
+	struct ab_suite_argv configure;     /* argc 0: no configure step */
+	struct ab_suite_argv build;
+	int build_timeout_s;
+	struct ab_suite_sut sut;
+	struct ab_suite_model *models;
+	int model_count;
+	struct ab_suite_speed speed;
+	struct ab_suite_accuracy accuracy;
+	struct ab_suite_tier tiers[AB_SUITE_TIER_COUNT];   /* ascending: XS first */
+	char **harness_paths;
+	int harness_path_count;
+	char sha256[65];        /* of the suite text as read (hex), for the result record */
+	char build_hash[65];    /* of the build commands (configure + build, not the timeout): build cache key */
+};
+
+/*
+ * Parses and validates a suite held in memory (e.g. read from the base commit's tree). `origin`
+ * names it in error messages ("guards/default.json@base"; NULL: none). On success *out is the suite,
+ * which the caller frees with ab_suite_free. On failure returns AB_EINVALID (or AB_ERROR for
+ * allocation failure) and ab_error_last() says why, e.g.
+ * `suite: speed.decode.contexts[2]: expected a positive integer, got "4k"`.
+ */
+int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, const char *origin);
+
+/* Reads `path` (at most AB_SUITE_MAX_BYTES) and parses it as ab_suite_load_buffer does, with the
+ * path as origin. AB_ENOTFOUND when the file does not exist. */
+int ab_suite_load_file(struct ab_suite **out, const char *path);
+
+/* Frees a suite and everything it owns. NULL is fine. */
+void ab_suite_free(struct ab_suite *suite);
+
+/* Looks a model up by name. Borrowed pointer into `suite`, valid until ab_suite_free; NULL if absent. */
+const struct ab_suite_model *ab_suite_model_find(const struct ab_suite *suite, const char *name);
+
+/*
+ * The effective suite (every default filled in) as a new abgate.suite/1 object: loading its dump
+ * gives an equal suite. Used to print the effective configuration and to record it in the result.
+ * Caller owns the reference (json_decref). NULL only on allocation failure.
+ */
+json_t *ab_suite_to_json(const struct ab_suite *suite);
+
+/* The name of a method as written in the suite ("wilcoxon", "bootstrap"). Static string. */
+const char *ab_suite_method_name(enum ab_suite_method method);
+
+#endif

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# eval_cases.sh CASE - end-to-end cases of `abgate eval` on fixture repositories (issue: the
+# evaluation pipeline). Each case builds its own repo with the mock SUT at two commits.
+#   usage: ABGATE=... SRC_ROOT=... eval_cases.sh aa|slower|faster|nobuild|basecrash|hang|reuse
+source "$(dirname "$0")/lib.sh"
+
+case "${1:?case}" in
+aa)
+  # A/A: two commits whose trees differ only in a comment line of the config.
+  fixture_init
+  head_commit "head: comment only" "# no functional change=1"
+  run_eval
+  expect_rc 0
+  expect_label "eval:none"
+  ! jq -e '.verdict.labels[] | select(startswith("regression-"))' "$RESULT" >/dev/null \
+    || fail "A/A produced a regression label"
+  [ "$(jq_result '.samples | length')" -gt 0 ] || fail "no samples recorded"
+  [ "$(jq_result '.head.sha')" != "$(jq_result '.base.sha')" ] || fail "base and head sha equal"
+  pass "A/A -> eval:none"
+  ;;
+slower)
+  fixture_init
+  head_commit "head: 20% slower decode" "decode_speed=0.8"
+  run_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  has_label "regression-512" || has_label "regression-2k" || fail "no regression-<ctx> label: $(jq -c .verdict.labels "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "decode_tps" and .outcome == "regressed")] | length > 0' "$RESULT" >/dev/null \
+    || fail "decode not marked regressed"
+  jq -e '[.metrics[] | select(.name == "prefill_tps" and .outcome == "regressed")] | length == 0' "$RESULT" >/dev/null \
+    || fail "prefill marked regressed though only decode changed"
+  grep -q "REJECT" "$WORK/comment.md" || fail "markdown lacks the verdict"
+  pass "20% slower decode -> REJECT with $(jq -c .verdict.labels "$RESULT")"
+  ;;
+faster)
+  fixture_init
+  head_commit "head: 20% faster" "speed=1.2"
+  run_eval
+  expect_rc 0
+  label=$(jq_result '.verdict.label')
+  case "$label" in eval:M|eval:L|eval:XL) ;; *) expect_label "a tier >= M (got $label)" ;; esac
+  pass "20% faster -> $label"
+  ;;
+nobuild)
+  fixture_init
+  g checkout -q -B head
+  printf '\n#error "this head does not compile"\n' >> "$REPO/mock_sut.c"
+  g add -A && g commit -qm "head: broken" && g checkout -q main
+  run_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  jq_result '.verdict.reason' | grep -qi "does not compile" || fail "reason: $(jq_result .verdict.reason)"
+  jq_result '.build.head.log_tail' | grep -q "this head does not compile" || fail "head build log tail missing"
+  pass "broken head -> REJECT does not compile"
+  ;;
+basecrash)
+  # The base SUT crashes on its first request; the head is fine. No verdict can be reached.
+  fixture_init
+  printf 'crash_after = 0\n' >> "$REPO/mock_sut.conf"
+  g add -A && g commit -qm "base: crashing SUT"
+  g checkout -q -B head
+  sed -i 's/^crash_after = 0$/crash_after = -1/' "$REPO/mock_sut.conf"
+  g add -A && g commit -qm "head: fixed" && g checkout -q main
+  run_eval
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq_result '.verdict.reason' | grep -qiE "crash|signal" || fail "reason does not name the crash: $(jq_result .verdict.reason)"
+  pass "crashing base SUT -> infra-error"
+  ;;
+hang)
+  # The head SUT hangs on its first request: killed at the request timeout, infra error.
+  export REQUEST_TIMEOUT_S=2 PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  head_commit "head: hangs" "hang_after=1"
+  start=$(date +%s)
+  run_eval
+  elapsed=$(( $(date +%s) - start ))
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq_result '.verdict.reason' | grep -qi "timeout" || fail "reason does not name the timeout: $(jq_result .verdict.reason)"
+  # 2 pairs, one hanging process each, 2 s per timeout, plus builds: far below a minute.
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the timeout was not enforced"
+  pass "hanging SUT -> infra-error in ${elapsed}s"
+  ;;
+reuse)
+  export PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  head_commit "head: comment only" "# touch=1"
+  run_eval
+  expect_rc 0
+  [ "$(jq_result '.build.base.reused')" = "false" ] || fail "first base build claimed reuse"
+  # Second evaluation of the same trees: both builds must be reused.
+  run_eval
+  expect_rc 0
+  [ "$(jq_result '.build.base.reused')" = "true" ] || fail "base build not reused"
+  [ "$(jq_result '.build.head.reused')" = "true" ] || fail "head build not reused"
+  "$ABGATE" history --state "$WORK/state" > "$WORK/history.txt"
+  [ "$(grep -c 'eval:' "$WORK/history.txt")" -ge 2 ] || { cat "$WORK/history.txt"; fail "history lacks the two evaluations"; }
+  id=$(jq_result '.id')
+  "$ABGATE" report "$id" --state "$WORK/state" --format md > "$WORK/report.md"
+  grep -q "decode" "$WORK/report.md" || fail "report re-render lacks the table"
+  pass "unchanged trees -> builds reused; history and report work"
+  ;;
+*)
+  fail "unknown case $1"
+  ;;
+esac

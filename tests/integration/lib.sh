@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# lib.sh - shared helpers for abgate's end-to-end tests: each test builds a fixture git repository in
+# a temp dir with the mock SUT (tests/mock_sut.c) committed at two commits, runs `abgate eval` on it
+# and checks the exit status and the abgate.result/1 document. Sourced by the test scripts.
+set -euo pipefail
+
+ABGATE=${ABGATE:?path to the abgate executable}
+SRC_ROOT=${SRC_ROOT:?path to the source tree}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/abgate-it.XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "PASS: $*"; }
+
+# git with a fixed identity so fixture commits never depend on the machine's config
+g() { git -C "$REPO" -c user.name=abgate-test -c user.email=test@abgate.invalid -c commit.gpgsign=false "$@"; }
+
+# fixture_init [SUITE_JSON]: a repo with mock_sut.c, mock_sut.conf and guards/default.json on main.
+fixture_init() {
+  REPO=$WORK/repo
+  mkdir -p "$REPO/guards"
+  git init -q -b main "$REPO"
+  cp "$SRC_ROOT/tests/mock_sut.c" "$REPO/mock_sut.c"
+  cat > "$REPO/mock_sut.conf" <<CONF
+vocab = 4096
+decode_tps = 500
+prefill_tps = 20000
+noise = 0.02
+CONF
+  if [ $# -ge 1 ]; then
+    printf '%s\n' "$1" > "$REPO/guards/default.json"
+  else
+    fixture_suite > "$REPO/guards/default.json"
+  fi
+  g add -A && g commit -qm "base: mock SUT"
+}
+
+# The default fixture suite: builds the mock with cc, one generated dummy "model", small sweep.
+# Overrides through env: PAIRS_MIN, PAIRS_MAX, REQUEST_TIMEOUT_S, READY_TIMEOUT_S.
+fixture_suite() {
+  cat <<JSON
+{
+  "schema": "abgate.suite/1",
+  "name": "mock",
+  "build": { "build": ["cc", "-O2", "-o", "{build}/mock_sut", "{src}/mock_sut.c", "-lm"], "timeout_s": 120 },
+  "sut": { "command": ["{build}/mock_sut", "--config", "{src}/mock_sut.conf"],
+           "ready_timeout_s": ${READY_TIMEOUT_S:-10}, "request_timeout_s": ${REQUEST_TIMEOUT_S:-10} },
+  "models": [ { "name": "mock", "path": "{state}/models/mock.bin",
+                "generate": ["sh", "-c", "echo mock-weights > {model}"] } ],
+  "speed": { "decode": { "contexts": [512, 2048], "gen_tokens": 16 },
+             "prefill": { "contexts": [512, 2048] },
+             "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-12}, "confirm_pairs": ${CONFIRM_PAIRS:-4},
+             "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
+  "harness_paths": ["guards/"]
+}
+JSON
+}
+
+# head_commit MSG [KEY=VALUE...]: a commit on branch "head" that sets mock_sut.conf keys.
+head_commit() {
+  local msg=$1; shift
+  g checkout -q -B head
+  local kv
+  for kv in "$@"; do
+    printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >> "$REPO/mock_sut.conf"
+  done
+  g add -A && g commit -qm "$msg"
+  g checkout -q main
+}
+
+# run_eval [ARGS...]: runs abgate eval main..head; sets RC and RESULT (the JSON file).
+run_eval() {
+  RESULT=$WORK/result.json
+  rm -f "$RESULT"
+  set +e
+  "$ABGATE" eval --repo "$REPO" --base main --head head --state "$WORK/state" \
+    --json "$RESULT" --markdown "$WORK/comment.md" --seed "${SEED:-7}" --quiet "$@" \
+    > "$WORK/stdout.txt" 2> "$WORK/stderr.txt"
+  RC=$?
+  set -e
+}
+
+jq_result() { jq -r "$1" "$RESULT"; }
+
+expect_rc() {
+  [ "$RC" -eq "$1" ] || { cat "$WORK/stderr.txt" >&2; [ -f "$RESULT" ] && jq '.verdict' "$RESULT" >&2; fail "exit status $RC, expected $1"; }
+}
+
+expect_label() {
+  local got
+  got=$(jq_result '.verdict.label')
+  [ "$got" = "$1" ] || { jq '.verdict, [.metrics[] | {name, ctx, ratio, ci, outcome}]' "$RESULT" >&2; fail "label $got, expected $1"; }
+}
+
+has_label() { jq -e --arg l "$1" '.verdict.labels | index($l) != null' "$RESULT" >/dev/null; }
