@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accuracy.h"
 #include "build.h"
 #include "env.h"
 #include "error.h"
@@ -53,6 +54,9 @@ struct eval {
 	struct ab_speed_policy policy;
 	const char *model_names[16];     /* suite order, primary first (policy.models points here) */
 	struct ab_measure_report measure;
+	struct ab_accuracy_result accuracy;
+	struct ab_gate_result greedy[16];  /* advisory greedy-agreement gate per model */
+	size_t n_greedy;
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
 	struct ab_result_timing timing;
 	int64_t t0;
@@ -283,6 +287,118 @@ cleanup:
 	return error;
 }
 
+/* Greedy agreement: for every decode request both sides answered in the same pair, the first
+ * position where head's tokens differ from base's. Reported as an advisory gate per model. */
+static void greedy_agreement(struct eval *E)
+{
+	const struct ab_measure_report *r = &E->measure;
+	for (int m = 0; m < E->suite->model_count && m < 16; m++) {
+		int compared = 0, identical = 0, first_diff = -1, diff_ctx = 0, diff_pair = 0;
+		for (size_t i = 0; i < r->n_gens; i++) {
+			const struct ab_measure_tokens *b = &r->gens[i];
+			if (b->model != m || b->side != AB_SIDE_BASE)
+				continue;
+			const struct ab_measure_tokens *h = NULL;
+			for (size_t j = 0; j < r->n_gens; j++) {   /* the latest head answer of this request */
+				const struct ab_measure_tokens *c = &r->gens[j];
+				if (c->model == m && c->side == AB_SIDE_HEAD && c->pair == b->pair && c->ctx == b->ctx)
+					h = c;
+			}
+			if (h == NULL)
+				continue;
+			int n = b->n < h->n ? b->n : h->n, k = 0;
+			while (k < n && b->tokens[k] == h->tokens[k])
+				k++;
+			compared++;
+			if (k == n && b->n == h->n) {
+				identical++;
+			} else if (first_diff < 0 || k < first_diff) {
+				first_diff = k;
+				diff_ctx = b->ctx;
+				diff_pair = b->pair;
+			}
+		}
+		if (compared == 0)
+			continue;
+		struct ab_gate_result *g = &E->greedy[E->n_greedy++];
+		memset(g, 0, sizeof(*g));
+		snprintf(g->name, sizeof(g->name), "greedy_agreement");
+		snprintf(g->model, sizeof(g->model), "%s", E->suite->models[m].name);
+		snprintf(g->op, sizeof(g->op), ">=");
+		g->value = (double)identical / compared;
+		g->threshold = 1.0;
+		g->pass = identical == compared;
+		g->advisory = 1;
+		if (first_diff < 0)
+			snprintf(g->detail, sizeof(g->detail), "head's greedy tokens equal base's in all %d decode requests",
+				compared);
+		else
+			snprintf(g->detail, sizeof(g->detail), "%d of %d decode requests identical; earliest divergence "
+				"at generated token %d (ctx %d, pair %d)", identical, compared, first_diff, diff_ctx, diff_pair);
+	}
+}
+
+static int accuracy(struct eval *E)
+{
+	const struct ab_suite *suite = E->suite;
+	struct ab_accuracy_model models[AB_ACCURACY_MAX_MODELS];
+	char **store[AB_ACCURACY_MAX_MODELS][6];
+	char log_dir[4096], *corpus = NULL;
+	int n = 0, error = -1;
+
+	memset(models, 0, sizeof(models));
+	memset(store, 0, sizeof(store));
+	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
+	for (int m = 0; m < suite->model_count && n < AB_ACCURACY_MAX_MODELS; m++) {
+		const struct ab_suite_model *sm = &suite->models[m];
+		if (!sm->has_reference)
+			continue;
+		struct ab_accuracy_model *am = &models[n];
+		am->model = sm;
+		am->model_path = E->model_paths[m];
+		am->vocab_size = m < 16 ? E->measure.vocab[m] : 0;
+		for (int s = 0; s < 2; s++)
+			if (sut_command(&am->side[s], &store[n][2 * s], &store[n][2 * s + 1], E, &suite->sut, s,
+			                E->model_paths[m]) < 0)
+				goto cleanup;
+		/* The reference is harness: it comes from the base side, like the suite. */
+		if (sut_command(&am->reference, &store[n][4], &store[n][5], E, &sm->reference, AB_SIDE_BASE,
+		                E->model_paths[m]) < 0)
+			goto cleanup;
+		n++;
+	}
+	if (n == 0) {
+		error = 0;
+		goto cleanup;
+	}
+	if (suite->accuracy.corpus) {
+		struct ab_subst vars[] = { { "state", E->state_dir }, { "src", E->src[AB_SIDE_BASE] } };
+		if (ab_build_subst(&corpus, suite->accuracy.corpus, vars, 2) < 0)
+			goto cleanup;
+		if (corpus[0] != '/') {
+			char *abs = malloc(strlen(E->src[AB_SIDE_BASE]) + strlen(corpus) + 2);
+			if (abs == NULL)
+				goto cleanup;
+			sprintf(abs, "%s/%s", E->src[AB_SIDE_BASE], corpus);
+			free(corpus);
+			corpus = abs;
+		}
+	}
+	struct ab_accuracy_config cfg = {
+		.suite = suite, .models = models, .n_models = n, .seed = E->seed, .corpus_path = corpus,
+		.store = E->store, .log_dir = log_dir, .quiet = E->o->quiet,
+		.should_cancel = E->o->should_cancel, .cancel_payload = E->o->cancel_payload,
+	};
+	error = ab_accuracy_run(&E->accuracy, &cfg);
+	E->timing.accuracy_s = E->accuracy.seconds;
+cleanup:
+	for (int i = 0; i < AB_ACCURACY_MAX_MODELS; i++)
+		for (int k = 0; k < 6; k++)
+			ab_build_argv_free(store[i][k]);
+	free(corpus);
+	return error;
+}
+
 static json_t *environment(struct eval *E)
 {
 	json_t *env = NULL;
@@ -312,6 +428,8 @@ static int conclude(json_t **out_result, struct eval *E)
 	const char *changed[4096], *touched[64];
 	size_t n_changed = E->n_changes < 4096 ? E->n_changes : 4096, n_touched = 0;
 	struct ab_verdict verdict;
+	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + 16];
+	size_t n_gates = 0;
 	json_t *env = NULL, *doc = NULL;
 	char created[32], detail[2][320];
 	int status;
@@ -328,6 +446,11 @@ static int conclude(json_t **out_result, struct eval *E)
 	for (int s = 0; s < 2; s++)
 		snprintf(detail[s], sizeof(detail[s]), "%s", E->build[s].reason);
 
+	for (size_t i = 0; i < E->accuracy.n_gates; i++)
+		gates[n_gates++] = E->accuracy.gates[i];
+	for (size_t i = 0; i < E->n_greedy; i++)
+		gates[n_gates++] = E->greedy[i];
+
 	struct ab_verdict_input vin = {
 		.base_build = E->build_status[0],
 		.head_build = E->build_status[1],
@@ -335,6 +458,8 @@ static int conclude(json_t **out_result, struct eval *E)
 		.head_build_detail = detail[1][0] ? detail[1] : NULL,
 		.infra_error = E->infra[0] ? E->infra : NULL,
 		.speed = E->speed,
+		.gates = gates,
+		.n_gates = n_gates,
 		.harness_touched = touched,
 		.n_harness_touched = n_touched,
 	};
@@ -355,6 +480,8 @@ static int conclude(json_t **out_result, struct eval *E)
 		.environment = env,
 		.verdict = &verdict,
 		.speed = E->speed,
+		.gates = gates,
+		.n_gates = n_gates,
 		.samples = E->samples.v,
 		.n_samples = E->samples.n,
 		.timing = E->timing,
@@ -377,6 +504,8 @@ static int conclude(json_t **out_result, struct eval *E)
 	}
 	json_decref(env);
 	json_object_set_new(doc, "id", json_integer(E->id));
+	if (E->accuracy.json)
+		json_object_set(doc, "accuracy", E->accuracy.json);
 
 	switch (verdict.kind) {
 	case AB_VERDICT_REJECT: status = AB_EVAL_REJECT; break;
@@ -426,6 +555,7 @@ static void eval_free(struct eval *E)
 	ab_speed_result_free(E->speed);
 	ab_samples_free(&E->samples);
 	ab_measure_report_clear(&E->measure);
+	ab_accuracy_result_clear(&E->accuracy);
 	ab_repo_changes_free(E->changes, E->n_changes);
 	ab_suite_free(E->suite);
 	ab_repo_free(E->repo);
@@ -447,7 +577,7 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 	}
 	E.o = opts;
 	E.t0 = ab_proc_now_ns();
-	E.timing.build_s = E.timing.models_s = E.timing.measure_s = NAN;
+	E.timing.build_s = E.timing.models_s = E.timing.measure_s = E.timing.accuracy_s = NAN;
 	E.seed = opts->has_seed ? opts->seed : fresh_seed();
 	E.jobs = opts->jobs > 0 ? opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -464,7 +594,12 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 		*out_eval_id = E.id;
 	EVAL_INFO(&E, "evaluation %lld: suite %s, seed %llu", (long long)E.id, E.suite->name,
 		(unsigned long long)E.seed);
-	if (ab_repo_changed_files(&E.changes, &E.n_changes, E.repo, E.side[0].sha, E.side[1].sha) < 0)
+	/* What the PR changes, as GitHub shows it: from the merge base, not from the base tip (which
+	 * may have moved on); harness-touched detection needs exactly the PR's own changes. */
+	char fork_point[AB_REPO_OID_HEX];
+	if (ab_repo_merge_base(fork_point, E.repo, E.side[0].sha, E.side[1].sha) < 0)
+		snprintf(fork_point, sizeof(fork_point), "%s", E.side[0].sha);
+	if (ab_repo_changed_files(&E.changes, &E.n_changes, E.repo, fork_point, E.side[1].sha) < 0)
 		AB_WARN("could not list changed files: %s", ab_error_last());
 
 	if (canceled(&E))
@@ -502,6 +637,15 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 		goto cancel;
 	if (rc < 0)
 		snprintf(E.infra, sizeof(E.infra), "measurement: %s", ab_error_last());
+	if (rc == 0 && E.suite->accuracy.greedy_check)
+		greedy_agreement(&E);
+	if (rc == 0 && E.suite->accuracy.enabled && !E.measure.stopped_early) {
+		rc = accuracy(&E);
+		if (rc == AB_ECANCELED)
+			goto cancel;
+		if (rc < 0)
+			snprintf(E.infra, sizeof(E.infra), "accuracy: %s", ab_error_last());
+	}
 	status = conclude(out_result, &E);
 	goto done;
 

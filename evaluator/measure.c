@@ -46,6 +46,9 @@ void ab_measure_report_clear(struct ab_measure_report *report)
 {
 	if (report == NULL)
 		return;
+	for (size_t i = 0; i < report->n_gens; i++)
+		free(report->gens[i].tokens);
+	free(report->gens);
 	json_decref(report->ready[0]);
 	json_decref(report->ready[1]);
 	memset(report, 0, sizeof(*report));
@@ -151,6 +154,25 @@ static void samples_fail_from(struct ab_sample *v, size_t n, size_t from, const 
 	}
 }
 
+/* Keeps a decode request's tokens; out of memory only loses the greedy-agreement report. */
+static void tokens_keep(struct ab_measure_report *r, int side, int pair, int model, int ctx,
+	const struct ab_sut_gen *gen)
+{
+	if (r->n_gens == r->cap_gens) {
+		size_t cap = r->cap_gens ? r->cap_gens * 2 : 64;
+		struct ab_measure_tokens *g = realloc(r->gens, cap * sizeof(*g));
+		if (g == NULL)
+			return;
+		r->gens = g;
+		r->cap_gens = cap;
+	}
+	int32_t *copy = malloc((size_t)(gen->n_tokens > 0 ? gen->n_tokens : 1) * sizeof(int32_t));
+	if (copy == NULL)
+		return;
+	memcpy(copy, gen->tokens, (size_t)gen->n_tokens * sizeof(int32_t));
+	r->gens[r->n_gens++] = (struct ab_measure_tokens){ side, pair, model, ctx, gen->n_tokens, copy };
+}
+
 /*
  * One SUT process: start, warm up, one generate per slot. Fills v (n entries, pre-initialised in
  * slot order) and returns 0 when every request succeeded, 1 when a fault cut it short (fault set).
@@ -185,6 +207,8 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		L->report->ready[side] = json_deep_copy(ab_sut_ready(sut));
 
 	uint32_t vocab = (uint32_t)ab_sut_vocab_size(sut);
+	if (model < 16 && L->report->vocab[model] == 0)
+		L->report->vocab[model] = vocab;
 	int warm_ctx = L->slots[0].ctx;
 	if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, warm_ctx, -1, vocab) < 0) {
 		fault->kind = AB_SUT_PROTOCOL;
@@ -205,6 +229,8 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		}
 		if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, s->ctx, max_tokens, 0) < 0)
 			goto cleanup;
+		if (s->decode)
+			tokens_keep(L->report, side, pair, model, s->ctx, &gen);
 		for (int k = 0; k < 2; k++) {
 			int want = k == 0 ? s->decode : s->prefill;
 			if (!want)

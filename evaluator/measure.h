@@ -48,8 +48,18 @@ struct ab_measure_config {
 	void *cancel_payload;
 };
 
+/* The tokens one decode request produced (for greedy agreement between base and head). */
+struct ab_measure_tokens {
+	int side, pair, model, ctx;
+	int n;
+	int32_t *tokens;           /* owned by the report */
+};
+
 /* What happened besides the samples (for the result's environment and notes). */
 struct ab_measure_report {
+	uint32_t vocab[16];        /* per suite model: model.vocab_size of its first ready line, 0 if none */
+	struct ab_measure_tokens *gens; /* every successful decode request's tokens */
+	size_t n_gens, cap_gens;
 	json_t *ready[2];          /* the first ready line of each side (owned; json_decref), or NULL */
 	int processes;             /* SUT processes started */
 	int retries;               /* processes re-run after a fault */

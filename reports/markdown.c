@@ -236,6 +236,96 @@ static void code_block(struct ab_text *t, const char *s, size_t max_bytes)
 	ab_text_puts(t, "\n");
 }
 
+/* The environment as one readable line: GPU(s) with driver and clocks, what each SUT said it ran
+ * on, the host's CPU, and how many SUT processes ran (and were retried). Every piece is optional. */
+static void environment_line(struct ab_text *t, const json_t *env)
+{
+	const char *sep = "";
+	const json_t *gpus = json_object_get(env, "gpus");
+	size_t i;
+	const json_t *gpu;
+	json_array_foreach(gpus, i, gpu) {
+		if (i >= 2) {
+			ab_text_printf(t, " (+%zu more)", json_array_size(gpus) - 2);
+			break;
+		}
+		ab_text_puts(t, sep);
+		ab_text_puts(t, "GPU ");
+		ab_text_md(t, ab_render_str(gpu, "name"), 60);
+		const char *driver = ab_render_str(gpu, "driver_version");
+		if (driver == NULL)
+			driver = ab_render_str(gpu, "driver");
+		if (driver) {
+			ab_text_puts(t, ", driver ");
+			ab_text_md(t, driver, 24);
+		}
+		long long sm = ab_render_int(gpu, "clocks_sm_mhz", -1);
+		long long sm_max = ab_render_int(gpu, "clocks_max_sm_mhz", -1);
+		if (sm > 0)
+			ab_text_printf(t, sm_max > 0 ? ", SM %lld/%lld MHz" : ", SM %lld MHz", sm, sm_max);
+		sep = " \xc2\xb7 ";
+	}
+	const char *gpu_error = ab_render_str(env, "gpu_query_error");
+	if (gpu_error) {
+		ab_text_puts(t, sep);
+		ab_text_puts(t, "GPU query failed: ");
+		ab_text_md(t, gpu_error, 120);
+		sep = " \xc2\xb7 ";
+	}
+	const json_t *sut = json_object_get(env, "sut");
+	static const char *const sides[] = { "base", "head" };
+	const char *base_dev = NULL;
+	for (int s = 0; s < 2; s++) {
+		const json_t *ready = json_object_get(sut, sides[s]);
+		const char *engine = ab_render_str(ready, "engine"), *device = ab_render_str(ready, "device");
+		if (engine == NULL && device == NULL)
+			continue;
+		if (s == 1 && base_dev && device && strcmp(base_dev, device) == 0)
+			continue;   /* the same device line twice says nothing */
+		if (s == 0)
+			base_dev = device;
+		ab_text_puts(t, sep);
+		ab_text_puts(t, s ? "head SUT " : "SUT ");
+		ab_text_md(t, engine, 40);
+		const char *backend = ab_render_str(ready, "backend");
+		if (backend) {
+			ab_text_puts(t, "/");
+			ab_text_md(t, backend, 16);
+		}
+		if (device) {
+			ab_text_puts(t, " on ");
+			ab_text_md(t, device, 80);
+		}
+		sep = " \xc2\xb7 ";
+	}
+	const json_t *cpu = json_object_get(env, "cpu");
+	const char *cpu_model = ab_render_str(cpu, "model");
+	if (cpu_model) {
+		ab_text_puts(t, sep);
+		ab_text_puts(t, "CPU ");
+		ab_text_md(t, cpu_model, 60);
+		long long cores = ab_render_int(cpu, "cores", -1);
+		if (cores > 0)
+			ab_text_printf(t, " x%lld", cores);
+		sep = " \xc2\xb7 ";
+	}
+	const char *host = ab_render_str(env, "host");
+	if (host) {
+		ab_text_puts(t, sep);
+		ab_text_puts(t, "host ");
+		ab_text_md(t, host, 60);
+		sep = " \xc2\xb7 ";
+	}
+	const json_t *runs = json_object_get(env, "runs");
+	long long procs = ab_render_int(runs, "processes", -1);
+	if (procs >= 0) {
+		ab_text_puts(t, sep);
+		ab_text_printf(t, "%lld SUT processes, %lld retried", procs, ab_render_int(runs, "retries", 0));
+		if (json_is_true(json_object_get(runs, "stopped_early")))
+			ab_text_puts(t, ", stopped early");
+	}
+}
+
 static void render_details(struct ab_text *t, const json_t *doc)
 {
 	const json_t *failures = json_object_get(doc, "failures");
@@ -256,23 +346,7 @@ static void render_details(struct ab_text *t, const json_t *doc)
 	const json_t *env = json_object_get(doc, "environment");
 	if (json_object_size(env) > 0) {
 		ab_text_puts(t, "\n<sub>**Environment:** ");
-		const char *key;
-		const json_t *value;
-		int first = 1;
-		json_object_foreach((json_t *)env, key, value) {
-			if (!first)
-				ab_text_puts(t, " \xc2\xb7 ");
-			first = 0;
-			ab_text_md(t, key, 40);
-			ab_text_puts(t, ": ");
-			if (json_is_string(value)) {
-				ab_text_md(t, json_string_value(value), 160);
-			} else {
-				char *dump = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
-				ab_text_md(t, dump ? dump : "?", 160);
-				free(dump);
-			}
-		}
+		environment_line(t, env);
 		ab_text_puts(t, "</sub>\n");
 	}
 	const json_t *build = json_object_get(doc, "build");

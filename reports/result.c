@@ -295,6 +295,7 @@ int ab_result_build(json_t **out, const struct ab_result_input *in)
 	set(&b, timing, "build_s", num(in->timing.build_s));
 	set(&b, timing, "models_s", num(in->timing.models_s));
 	set(&b, timing, "measure_s", num(in->timing.measure_s));
+	set(&b, timing, "accuracy_s", num(in->timing.accuracy_s));
 	set(&b, timing, "total_s", num(in->timing.total_s));
 	set(&b, doc, "timing", timing);
 	json_t *build = json_object();

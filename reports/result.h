@@ -18,7 +18,7 @@
  *   samples[] {side, pair, order, batch, model, ctx, metric, value, ok, reason, t_start_ns, t_end_ns},
  *   failures {infra, reason, base {total, failed, crash, timeout, oom, protocol, other, example},
  *             head {..}},
- *   timing {build_s, models_s, measure_s, total_s},
+ *   timing {build_s, models_s, measure_s, accuracy_s, total_s},
  *   build {base {status, seconds, detail, reused, key?, log_tail}, head {..}}  (status: ok|failed|infra|not-run)
  */
 #ifndef AB_RESULT_H
@@ -52,7 +52,7 @@ struct ab_result_build {
 };
 
 struct ab_result_timing {
-	double build_s, models_s, measure_s, total_s;   /* NAN when unknown */
+	double build_s, models_s, measure_s, accuracy_s, total_s;   /* NAN when unknown */
 };
 
 struct ab_result_input {

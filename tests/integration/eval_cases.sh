@@ -101,6 +101,57 @@ reuse)
   grep -q "decode" "$WORK/report.md" || fail "report re-render lacks the table"
   pass "unchanged trees -> builds reused; history and report work"
   ;;
+harness)
+  # The head edits the suite: the evaluation must still use the base commit's suite, and say that
+  # the PR touches the harness.
+  export PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  base_suite_sha=$(sha256sum "$REPO/guards/default.json" | cut -d' ' -f1)
+  g checkout -q -B head
+  sed -i 's/"regression_ratio": 0.98/"regression_ratio": 0.5/' "$REPO/guards/default.json"
+  g add -A && g commit -qm "head: loosen the gate" && g checkout -q main
+  run_eval
+  expect_rc 0
+  has_label "harness-touched" || fail "no harness-touched label: $(jq -c .verdict.labels "$RESULT")"
+  [ "$(jq_result '.suite.sha256')" = "$base_suite_sha" ] || fail "the suite did not come from the base commit"
+  [ "$(jq_result '.statistics.regression_ratio')" = "0.98" ] || fail "regression_ratio from the head's suite"
+  jq -e '.changed_files | index("guards/default.json") != null' "$RESULT" >/dev/null || fail "changed files"
+  pass "head edits the suite -> base suite used, harness-touched"
+  ;;
+accuracy_ok)
+  # Same engine, accuracy gates on: every gate passes, greedy tokens identical.
+  export ACCURACY=1
+  fixture_init
+  head_commit "head: comment only" "# no functional change=1"
+  run_eval
+  expect_rc 0
+  expect_label "eval:none"
+  [ "$(jq '[.gates[] | select(.name != "greedy_agreement")] | length' "$RESULT")" -eq 4 ] || fail "expected 4 accuracy gates"
+  jq -e '[.gates[] | select(.pass | not)] | length == 0' "$RESULT" >/dev/null || fail "a gate failed: $(jq -c .gates "$RESULT")"
+  [ "$(jq_result '.accuracy.models[0].positions')" -eq 256 ] || fail "positions: $(jq_result '.accuracy.models[0].positions')"
+  [ "$(jq_result '.accuracy.models[0].head.top1')" = "1" ] || fail "head top-1 vs the reference is not 1"
+  # A second evaluation answers the reference from the cache.
+  run_eval
+  [ "$(jq_result '.accuracy.models[0].reference_cached_windows')" -eq 4 ] || fail "reference answers not cached"
+  pass "A/A with accuracy gates -> eval:none, gates pass, reference cached"
+  ;;
+accuracy_bug)
+  # The head's distributions are slightly off (a numerical bug) while its speed is unchanged:
+  # REJECT by the accuracy gate, with the speed tier still computed.
+  export ACCURACY=1
+  fixture_init
+  head_commit "head: subtle numerical error" "score_noise=0.15"
+  run_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  has_label "accuracy-regression" || fail "no accuracy-regression label: $(jq -c .verdict.labels "$RESULT")"
+  ! jq -e '.verdict.labels[] | select(startswith("regression-"))' "$RESULT" >/dev/null \
+    || fail "speed regression labels on an accuracy-only change"
+  jq -e '[.gates[] | select(.name == "kl_rise" and (.pass | not))] | length == 1' "$RESULT" >/dev/null \
+    || fail "kl_rise did not fail: $(jq -c '.gates' "$RESULT")"
+  grep -q "accuracy" "$WORK/comment.md" || grep -q "kl_rise" "$WORK/comment.md" || fail "markdown lacks the gate"
+  pass "subtle numerical error -> REJECT accuracy-regression: $(jq -r .verdict.reason "$RESULT")"
+  ;;
 *)
   fail "unknown case $1"
   ;;

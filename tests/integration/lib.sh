@@ -46,14 +46,27 @@ fixture_suite() {
   "sut": { "command": ["{build}/mock_sut", "--config", "{src}/mock_sut.conf"],
            "ready_timeout_s": ${READY_TIMEOUT_S:-10}, "request_timeout_s": ${REQUEST_TIMEOUT_S:-10} },
   "models": [ { "name": "mock", "path": "{state}/models/mock.bin",
-                "generate": ["sh", "-c", "echo mock-weights > {model}"] } ],
+                "generate": ["sh", "-c", "echo mock-weights > {model}"]$(fixture_reference) } ],
   "speed": { "decode": { "contexts": [512, 2048], "gen_tokens": 16 },
              "prefill": { "contexts": [512, 2048] },
              "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-12}, "confirm_pairs": ${CONFIRM_PAIRS:-4},
              "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
-  "harness_paths": ["guards/"]
+  $(fixture_accuracy)"harness_paths": ["guards/"]
 }
 JSON
+}
+
+# With ACCURACY=1 the suite scores held-out windows against a reference SUT: the base side's mock
+# with the base commit's config (references are harness, they come from the base).
+fixture_reference() {
+  [ -n "${ACCURACY:-}" ] || return 0
+  printf ',\n                "reference": { "command": ["{build}/mock_sut", "--config", "{src}/mock_sut.conf"] }'
+}
+fixture_accuracy() {
+  [ -n "${ACCURACY:-}" ] || return 0
+  printf '"accuracy": { "enabled": true, "windows": 4, "window_len": 96, "score_from": 32, "top_k": 16,\n'
+  printf '                "top1_min": 0.90, "kl_max": 0.20, "top1_drop_max": 0.01, "kl_rise_max": 0.001,\n'
+  printf '                "greedy_check": true },\n  '
 }
 
 # head_commit MSG [KEY=VALUE...]: a commit on branch "head" that sets mock_sut.conf keys.

@@ -85,8 +85,9 @@ static int fixture_init(struct fixture *f, const char *base_ref, const char *hea
 	vin.n_harness_touched = 1;
 	if (ab_verdict_decide(&f->verdict, &vin) != 0)
 		return -1;
-	f->env = json_pack("{s:s, s:s, s:s, s:i}", "gpu", "NVIDIA H200 <b>", "driver", "575.57",
-		"host", "bench-01", "cpus", 16);
+	/* The shape evaluator/env.c produces. */
+	f->env = json_pack("{s:[{s:s, s:s, s:i}], s:s, s:{s:s, s:i}}", "gpus", "name", "NVIDIA H200 <b>",
+		"driver_version", "575.57", "clocks_sm_mhz", 1980, "host", "bench-01", "cpu", "model", "EPYC", "cores", 16);
 	const char *changed[] = { "engine/decode.c", "guards/default.json" };
 	struct ab_result_input in;
 	memset(&in, 0, sizeof(in));
@@ -104,9 +105,9 @@ static int fixture_init(struct fixture *f, const char *base_ref, const char *hea
 	in.n_gates = 2;
 	in.samples = f->samples;
 	in.n_samples = f->n_samples;
-	in.build_base = (struct ab_result_build){ AB_BUILD_OK, 12.5, "built", NULL };
-	in.build_head = (struct ab_result_build){ AB_BUILD_OK, 13.0, "reused build of tree 2222", NULL };
-	in.timing = (struct ab_result_timing){ 25.5, 1.0, 300.0, 330.0 };
+	in.build_base = (struct ab_result_build){ AB_BUILD_OK, 12.5, "built", NULL, 0, NULL };
+	in.build_head = (struct ab_result_build){ AB_BUILD_OK, 13.0, "reused build of tree 2222", NULL, 1, NULL };
+	in.timing = (struct ab_result_timing){ .build_s = 25.5, .models_s = 1.0, .measure_s = 300.0, .accuracy_s = NAN, .total_s = 330.0 };
 	in.trigger = "cli";
 	in.created_at = "2025-01-01T00:00:00Z";
 	return ab_result_build(&f->doc, &in);
@@ -316,10 +317,10 @@ static void test_build_failure(void)
 	in.base = (struct ab_result_side){ "main", base_sha, NULL };
 	in.head = (struct ab_result_side){ "pr", head_sha, NULL };
 	in.verdict = &v;
-	in.build_base = (struct ab_result_build){ AB_BUILD_OK, 10, NULL, NULL };
+	in.build_base = (struct ab_result_build){ AB_BUILD_OK, 10, NULL, NULL, 0, NULL };
 	in.build_head = (struct ab_result_build){ AB_BUILD_FAILED, 3, "exit status 2",
-		"cc -c x.c\nx.c:1: error: ```` fence\n</details><script>x</script>\n" };
-	in.timing = (struct ab_result_timing){ NAN, NAN, NAN, NAN };
+		"cc -c x.c\nx.c:1: error: ```` fence\n</details><script>x</script>\n", 0, NULL };
+	in.timing = (struct ab_result_timing){ NAN, NAN, NAN, NAN, NAN };
 	json_t *doc = NULL;
 	CHECK(ab_result_build(&doc, &in) == 0);
 	char *md = NULL, *term = NULL;
