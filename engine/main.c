@@ -1,0 +1,490 @@
+/*
+ * main.c - the `ember` executable: parses the command line and hands over to the engine library
+ * (serve.c, gen.c, info.c, probe.c). Commands: serve, gen, info, logits, bench.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "error.h"
+#include "gen.h"
+#include "info.h"
+#include "model.h"
+#include "probe.h"
+#include "serve.h"
+
+static const char *usage_main =
+	"usage: ember <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  serve   answer the SUT protocol on stdin/stdout (DESIGN.md, Contract 1)\n"
+	"  gen     write a synthetic Qwen3 GGUF with seeded weights\n"
+	"  info    print a GGUF file's metadata, tensors and model parameters\n"
+	"  logits  print or save the logits of a token sequence (debugging, reference checks)\n"
+	"  bench   time prefill and decode of a model on a backend\n"
+	"\n"
+	"`ember <command> --help` describes each command.\n";
+
+static const char *usage_serve =
+	"usage: ember serve --stdio --model FILE [--backend cpu|cuda] [--threads N] [--ctx N] [--batch N]\n"
+	"                   [--max-line N]\n"
+	"\n"
+	"Loads FILE, prints the ready line, then answers one JSON request per line on stdin:\n"
+	"  {\"op\":\"generate\",\"id\":1,\"prompt\":[ids],\"max_tokens\":N,\"spec\":false}\n"
+	"  {\"op\":\"score\",\"id\":2,\"prompt\":[ids],\"top_k\":K,\"ids\":[[ids],...],\"first\":0}\n"
+	"  {\"op\":\"quit\"}\n"
+	"stdout carries only protocol lines; logs go to stderr.\n"
+	"\n"
+	"  --backend B   cpu or cuda (default: cuda when built and a GPU is present, else cpu)\n"
+	"  --threads N   CPU worker threads (default: all cores)\n"
+	"  --ctx N       KV cache positions (default: min(context_length, 4096))\n"
+	"  --batch N     largest prefill chunk per forward pass (default: backend's)\n"
+	"  --max-line N  longest request line in bytes (default 16 MiB); longer ones get an error\n";
+
+static const char *usage_gen =
+	"usage: ember gen --shape NAME --quant TYPE --seed N -o FILE [--threads N]\n"
+	"\n"
+	"  --shape   tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b\n"
+	"  --quant   f16, bf16, q8_0, q4_k_m (llama.cpp's mix), q6_k (f32 for tests)\n"
+	"  --seed    weights are a function of (seed, tensor name, row, column) only\n"
+	"  --threads generator threads (default: all cores)\n";
+
+static const char *usage_info =
+	"usage: ember info FILE [--probe N] [--threads N]\n"
+	"\n"
+	"Prints the GGUF header, metadata, tensor table (name, type, dims, offset, bytes) and, when the\n"
+	"file is a Qwen3 model, its hyper-parameters, parameter count and bits per weight.\n"
+	"  --probe N   also run N seeded random tokens through the CPU backend and print how peaked the\n"
+	"              next-token distributions are (top-1 probability, entropy)\n"
+	"Exit status: 0 ok, 1 invalid GGUF, 2 valid GGUF that ember cannot run.\n";
+
+static const char *usage_logits =
+	"usage: ember logits --model FILE (--tokens 1,2,3 | --random N [--seed S]) [--out FILE.npy]\n"
+	"                    [--stepwise] [--stats] [--backend B] [--threads N] [--batch N]\n"
+	"\n"
+	"Runs the tokens from an empty cache and keeps the logits of every position.\n"
+	"  --out F     save them as a float32 .npy array [n_tokens, n_vocab]\n"
+	"  --stepwise  feed one token per forward call instead of one batched prefill\n"
+	"  --stats     print top-1 probability, entropy and argmax diversity\n"
+	"Without --out or --stats, prints the argmax token of each position.\n";
+
+static const char *usage_bench =
+	"usage: ember bench --model FILE [--prompt N] [--gen N] [--reps N] [--backend B] [--threads N]\n"
+	"\n"
+	"Times prefill of an N-token seeded prompt and N greedy decode steps, --reps times (default 3),\n"
+	"and prints each run and the median. Defaults: --prompt 128 --gen 32.\n";
+
+static int parse_int(const char *s, const char *flag, long long lo, long long hi, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s ? s : "", &end, 10);
+	if (!s || errno || *end || end == s || v < lo || v > hi) {
+		fprintf(stderr, "ember: %s needs an integer in %lld..%lld (got '%s')\n", flag, lo, hi, s ? s : "");
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Option helpers over argv: OPT("--x") matches and consumes the value. */
+#define FLAG(name) (strcmp(argv[i], name) == 0)
+#define VALUE() (i + 1 < argc ? argv[++i] : NULL)
+#define INT_OPT(name, lo, hi, dst)                                   \
+	if (FLAG(name)) {                                                \
+		long long v_;                                                \
+		if (parse_int(VALUE(), name, lo, hi, &v_))                   \
+			return 2;                                                \
+		dst = v_;                                                    \
+		continue;                                                    \
+	}
+
+static int unknown_option(const char *cmd, const char *arg, const char *usage)
+{
+	fprintf(stderr, "ember %s: unknown option '%s'\n\n%s", cmd, arg, usage);
+	return 2;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	struct ember_serve_config c = {0};
+	int stdio = 0;
+	for (int i = 1; i < argc; i++) {
+		if (FLAG("--help") || FLAG("-h")) {
+			fputs(usage_serve, stdout);
+			return 0;
+		}
+		if (FLAG("--stdio")) { stdio = 1; continue; }
+		if (FLAG("--model")) { c.model_path = VALUE(); continue; }
+		if (FLAG("--backend")) { c.backend = VALUE(); continue; }
+		INT_OPT("--threads", 1, 4096, c.n_threads)
+		INT_OPT("--ctx", 1, 1 << 24, c.n_ctx)
+		INT_OPT("--batch", 1, 1 << 20, c.max_batch)
+		INT_OPT("--max-line", 2, 1LL << 30, c.max_line)
+		return unknown_option("serve", argv[i], usage_serve);
+	}
+	if (!stdio || !c.model_path) {
+		fprintf(stderr, "ember serve: --stdio and --model are required\n\n%s", usage_serve);
+		return 2;
+	}
+	return ember_serve_run(&c, stdin, stdout, stderr) ? 1 : 0;
+}
+
+static void gen_progress(void *payload, uint64_t done, uint64_t total)
+{
+	double *last = payload;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double now = ts.tv_sec + ts.tv_nsec / 1e9;
+	if (now - *last >= 2.0 || done == total) {
+		*last = now;
+		fprintf(stderr, "ember gen: %.1f / %.1f MiB (%.0f%%)\n", done / 1048576.0, total / 1048576.0,
+		        total ? 100.0 * done / total : 100.0);
+	}
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+	struct ember_gen_config c = {0};
+	const char *out = NULL;
+	int have_seed = 0;
+	double last = 0;
+	for (int i = 1; i < argc; i++) {
+		if (FLAG("--help") || FLAG("-h")) {
+			fputs(usage_gen, stdout);
+			return 0;
+		}
+		if (FLAG("--shape")) { c.shape = VALUE(); continue; }
+		if (FLAG("--quant")) { c.quant = VALUE(); continue; }
+		if (FLAG("-o") || FLAG("--out")) { out = VALUE(); continue; }
+		if (FLAG("--seed")) {
+			long long v;
+			if (parse_int(VALUE(), "--seed", 0, INT64_MAX, &v))
+				return 2;
+			c.seed = (uint64_t)v;
+			have_seed = 1;
+			continue;
+		}
+		INT_OPT("--threads", 1, 4096, c.n_threads)
+		return unknown_option("gen", argv[i], usage_gen);
+	}
+	if (!c.shape || !c.quant || !out || !have_seed) {
+		fprintf(stderr, "ember gen: --shape, --quant, --seed and -o are required\n\n%s", usage_gen);
+		return 2;
+	}
+	c.progress = gen_progress;
+	c.payload = &last;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (ember_gen_write(&c, out)) {
+		fprintf(stderr, "ember gen: %s\n", ember_error_last());
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	fprintf(stderr, "ember gen: wrote %s (%s, %s, seed %" PRIu64 ") in %.2f s\n", out, c.shape, c.quant, c.seed,
+	        (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	return 0;
+}
+
+/* Loads a model and creates a backend; prints the error and returns nonzero on failure. */
+static int open_model(struct ember_model **model, const struct ember_backend_ops **ops, struct ember_backend **be,
+                      const char *path, const char *backend, int threads, int n_ctx, int batch)
+{
+	if (ember_model_load(model, path)) {
+		fprintf(stderr, "ember: %s\n", ember_error_last());
+		return 1;
+	}
+	*ops = backend ? ember_backend_find(backend) : ember_backend_default();
+	if (!*ops) {
+		fprintf(stderr, "ember: backend '%s' is not built in\n", backend);
+		return 1;
+	}
+	struct ember_backend_config bc = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = batch};
+	if ((*ops)->create(be, *model, &bc)) {
+		fprintf(stderr, "ember: backend %s: %s\n", (*ops)->name, ember_error_last());
+		return 1;
+	}
+	return 0;
+}
+
+static void print_stats(const struct ember_probe_stats *st)
+{
+	printf("positions %d: top-1 probability mean %.3f (min %.3f, max %.3f), entropy mean %.3f nats,\n"
+	       "  logit std %.2f, argmax = input token at %.1f%% of positions, %d distinct argmax tokens\n",
+	       st->n_pos, st->top1_mean, st->top1_min, st->top1_max, st->entropy_mean, st->logit_std_mean,
+	       100.0 * st->repeat_frac, st->distinct_top1);
+}
+
+static int write_npy(const char *path, const float *data, int rows, int cols)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		fprintf(stderr, "ember: cannot create %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	char header[128];
+	int n = snprintf(header, sizeof(header), "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, cols);
+	int total = 10 + n + 1, pad = (64 - total % 64) % 64;
+	uint16_t hlen = (uint16_t)(n + pad + 1);
+	fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+	fputc(hlen & 0xff, f);
+	fputc(hlen >> 8, f);
+	fwrite(header, 1, (size_t)n, f);
+	for (int i = 0; i < pad; i++)
+		fputc(' ', f);
+	fputc('\n', f);
+	fwrite(data, sizeof(float), (size_t)rows * cols, f);
+	if (fclose(f) != 0) {
+		fprintf(stderr, "ember: write to %s failed\n", path);
+		return 1;
+	}
+	return 0;
+}
+
+static int parse_token_list(const char *s, int32_t **out, int *n_out)
+{
+	int cap = 64, n = 0;
+	int32_t *t = malloc((size_t)cap * sizeof(*t));
+	while (t && s && *s) {
+		char *end;
+		errno = 0;
+		long v = strtol(s, &end, 10);
+		if (end == s || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+			fprintf(stderr, "ember: --tokens must be a comma-separated list of token ids\n");
+			free(t);
+			return 1;
+		}
+		if (n == cap) {
+			int32_t *g = realloc(t, (size_t)(cap *= 2) * sizeof(*t));
+			if (!g)
+				break;
+			t = g;
+		}
+		t[n++] = (int32_t)v;
+		s = *end ? end + 1 : end;
+	}
+	if (!t || n == 0) {
+		fprintf(stderr, "ember: --tokens is empty\n");
+		free(t);
+		return 1;
+	}
+	*out = t;
+	*n_out = n;
+	return 0;
+}
+
+/* Logits of every position for `tokens` (batched prefill, or one token per call). */
+static int run_logits(const struct ember_backend_ops *ops, struct ember_backend *be, const int32_t *tokens, int n,
+                      int n_vocab, int stepwise, float *logits)
+{
+	if (!stepwise)
+		return ops->forward(be, tokens, n, 0, 1, logits, NULL);
+	for (int i = 0; i < n; i++)
+		if (ops->forward(be, tokens + i, 1, i, 0, logits + (size_t)i * n_vocab, NULL))
+			return EMBER_ERROR;
+	return 0;
+}
+
+static int cmd_logits(int argc, char **argv)
+{
+	const char *model_path = NULL, *out = NULL, *backend = NULL, *token_list = NULL;
+	int threads = 0, batch = 0, random_n = 0, stepwise = 0, stats = 0, status = 1;
+	long long seed = 1;
+	int32_t *tokens = NULL;
+	float *logits = NULL;
+	struct ember_model *m = NULL;
+	const struct ember_backend_ops *ops = NULL;
+	struct ember_backend *be = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (FLAG("--help") || FLAG("-h")) {
+			fputs(usage_logits, stdout);
+			return 0;
+		}
+		if (FLAG("--model")) { model_path = VALUE(); continue; }
+		if (FLAG("--tokens")) { token_list = VALUE(); continue; }
+		if (FLAG("--out")) { out = VALUE(); continue; }
+		if (FLAG("--backend")) { backend = VALUE(); continue; }
+		if (FLAG("--stepwise")) { stepwise = 1; continue; }
+		if (FLAG("--stats")) { stats = 1; continue; }
+		INT_OPT("--random", 1, 1 << 20, random_n)
+		INT_OPT("--seed", 0, INT64_MAX, seed)
+		INT_OPT("--threads", 1, 4096, threads)
+		INT_OPT("--batch", 1, 1 << 20, batch)
+		return unknown_option("logits", argv[i], usage_logits);
+	}
+	if (!model_path || (!token_list == !random_n)) {
+		fprintf(stderr, "ember logits: --model and one of --tokens / --random are required\n\n%s", usage_logits);
+		return 2;
+	}
+	int n = random_n;
+	if (token_list && parse_token_list(token_list, &tokens, &n))
+		return 2;
+	if (open_model(&m, &ops, &be, model_path, backend, threads, n, batch))
+		goto cleanup;
+	const int n_vocab = m->hp.n_vocab;
+	if (!tokens) {
+		if (!(tokens = malloc((size_t)n * sizeof(*tokens))))
+			goto cleanup;
+		ember_probe_random_tokens(tokens, n, n_vocab, (uint64_t)seed);
+	}
+	if (!(logits = malloc((size_t)n * n_vocab * sizeof(float)))) {
+		fprintf(stderr, "ember logits: out of memory for %d x %d logits\n", n, n_vocab);
+		goto cleanup;
+	}
+	if (run_logits(ops, be, tokens, n, n_vocab, stepwise, logits)) {
+		fprintf(stderr, "ember logits: %s\n", ember_error_last());
+		goto cleanup;
+	}
+	if (out && write_npy(out, logits, n, n_vocab))
+		goto cleanup;
+	if (stats) {
+		struct ember_probe_stats st;
+		if (ember_probe_stats(&st, logits, n, n_vocab, tokens))
+			goto cleanup;
+		print_stats(&st);
+	}
+	if (!out && !stats)
+		for (int i = 0; i < n; i++) {
+			int best = 0;
+			for (int v = 1; v < n_vocab; v++)
+				if (logits[(size_t)i * n_vocab + v] > logits[(size_t)i * n_vocab + best])
+					best = v;
+			printf("%d%c", best, i + 1 < n ? ' ' : '\n');
+		}
+	status = 0;
+cleanup:
+	if (be)
+		ops->destroy(be);
+	ember_model_free(m);
+	free(tokens);
+	free(logits);
+	return status;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	const char *model_path = NULL, *backend = NULL;
+	int threads = 0, n_prompt = 128, n_gen = 32, reps = 3, status = 1;
+	struct ember_model *m = NULL;
+	const struct ember_backend_ops *ops = NULL;
+	struct ember_backend *be = NULL;
+	int32_t *prompt = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (FLAG("--help") || FLAG("-h")) {
+			fputs(usage_bench, stdout);
+			return 0;
+		}
+		if (FLAG("--model")) { model_path = VALUE(); continue; }
+		if (FLAG("--backend")) { backend = VALUE(); continue; }
+		INT_OPT("--threads", 1, 4096, threads)
+		INT_OPT("--prompt", 1, 1 << 20, n_prompt)
+		INT_OPT("--gen", 1, 1 << 20, n_gen)
+		INT_OPT("--reps", 1, 1000, reps)
+		return unknown_option("bench", argv[i], usage_bench);
+	}
+	if (!model_path) {
+		fprintf(stderr, "ember bench: --model is required\n\n%s", usage_bench);
+		return 2;
+	}
+	if (open_model(&m, &ops, &be, model_path, backend, threads, n_prompt + n_gen, 0))
+		goto cleanup;
+	double pf[1000], dc[1000];
+	if (!(prompt = malloc((size_t)n_prompt * sizeof(*prompt))))
+		goto cleanup;
+	ember_probe_random_tokens(prompt, n_prompt, m->hp.n_vocab, 7);
+	printf("%s (%s) on %s: prompt %d, gen %d\n", m->name, m->file_type, ops->device_name(be), n_prompt, n_gen);
+	for (int r = 0; r < reps; r++) {
+		struct ember_bench_result res;
+		if (ember_probe_bench(&res, ops, be, prompt, n_prompt, n_gen)) {
+			fprintf(stderr, "ember bench: %s\n", ember_error_last());
+			goto cleanup;
+		}
+		pf[r] = res.prefill_tps;
+		dc[r] = res.decode_tps;
+		printf("  run %d: prefill %.1f tok/s (%.1f ms), decode %.2f tok/s (%.1f ms)\n", r + 1, res.prefill_tps,
+		       res.prefill_ms, res.decode_tps, res.decode_ms);
+	}
+	qsort(pf, (size_t)reps, sizeof(double), cmp_double);
+	qsort(dc, (size_t)reps, sizeof(double), cmp_double);
+	printf("median: prefill %.1f tok/s (range %.1f..%.1f), decode %.2f tok/s (range %.2f..%.2f)\n", pf[reps / 2], pf[0],
+	       pf[reps - 1], dc[reps / 2], dc[0], dc[reps - 1]);
+	status = 0;
+cleanup:
+	if (be)
+		ops->destroy(be);
+	ember_model_free(m);
+	free(prompt);
+	return status;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	const char *path = NULL;
+	int probe = 0, threads = 0;
+	for (int i = 1; i < argc; i++) {
+		if (FLAG("--help") || FLAG("-h")) {
+			fputs(usage_info, stdout);
+			return 0;
+		}
+		INT_OPT("--probe", 1, 1 << 16, probe)
+		INT_OPT("--threads", 1, 4096, threads)
+		if (argv[i][0] == '-' || path)
+			return unknown_option("info", argv[i], usage_info);
+		path = argv[i];
+	}
+	if (!path) {
+		fprintf(stderr, "ember info: a FILE is required\n\n%s", usage_info);
+		return 2;
+	}
+	int rc = ember_info_print(stdout, path);
+	if (rc == 1)
+		fprintf(stderr, "ember info: %s\n", ember_error_last());
+	if (rc != 0 || !probe)
+		return rc;
+	char n_arg[16], t_arg[16];
+	snprintf(n_arg, sizeof(n_arg), "%d", probe);
+	snprintf(t_arg, sizeof(t_arg), "%d", threads);
+	char *args[] = {"logits", "--model", (char *)path, "--random", n_arg, "--stats", "--backend", "cpu",
+	                threads ? "--threads" : NULL, t_arg, NULL};
+	printf("\nprobe (%d seeded random tokens, CPU backend):\n", probe);
+	fflush(stdout);
+	return cmd_logits(threads ? 10 : 8, args);
+}
+
+int main(int argc, char **argv)
+{
+	char *help_args[] = {argv[0], argc >= 3 ? argv[2] : NULL, "--help", NULL};
+	if (argc >= 3 && strcmp(argv[1], "help") == 0) { /* `ember help gen` = `ember gen --help` */
+		argc = 3;
+		argv = help_args;
+	}
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+		fputs(usage_main, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	const char *cmd = argv[1];
+	argc--; /* the command's options start at argv[1] */
+	argv++;
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(argc, argv);
+	if (strcmp(cmd, "gen") == 0)
+		return cmd_gen(argc, argv);
+	if (strcmp(cmd, "info") == 0)
+		return cmd_info(argc, argv);
+	if (strcmp(cmd, "logits") == 0)
+		return cmd_logits(argc, argv);
+	if (strcmp(cmd, "bench") == 0)
+		return cmd_bench(argc, argv);
+	fprintf(stderr, "ember: unknown command '%s'\n\n%s", cmd, usage_main);
+	return 2;
+}

@@ -1,0 +1,532 @@
+/*
+ * serve.c - the SUT protocol server (DESIGN.md, Contract 1). Requests are read with a bounded
+ * line reader (an oversized line is discarded up to its newline and answered with an error),
+ * parsed with jansson and validated field by field before the backend sees them. generate is
+ * greedy from an empty cache with a "first" event right after prefill; score is teacher-forced
+ * and streams its (possibly large) answer without building a JSON tree.
+ */
+#include "serve.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "error.h"
+#include "model.h"
+
+#define SCORE_CHUNK 64    /* positions per forward call while scoring (bounds the logits buffer) */
+#define SCORE_MAX_ENTRIES (16 << 20) /* log-probs in one score answer */
+
+struct server {
+	const struct ember_serve_config *config;
+	FILE *in, *out, *log;
+	struct ember_model *model;
+	const struct ember_backend_ops *ops;
+	struct ember_backend *be;
+	int n_ctx;
+	float *logits;            /* [SCORE_CHUNK][n_vocab] */
+	int32_t *heap;            /* top-k scratch, n_vocab */
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- output ---- */
+
+static void emit_json(struct server *s, json_t *obj)
+{
+	char *text = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (text) {
+		fputs(text, s->out);
+		fputc('\n', s->out);
+		fflush(s->out);
+		free(text);
+	}
+	json_decref(obj);
+}
+
+/* The request id as the client sent it (integer or string), or null. New reference. */
+static json_t *id_copy(json_t *id) { return id ? json_incref(id) : json_null(); }
+
+static void emit_error(struct server *s, json_t *id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void emit_error(struct server *s, json_t *id, const char *fmt, ...)
+{
+	char message[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	fprintf(s->log, "ember serve: request error: %s\n", message);
+	emit_json(s, json_pack("{s:o, s:s, s:s}", "id", id_copy(id), "event", "error", "message", message));
+}
+
+/* ---- request validation ---- */
+
+/* Reads an array of token ids into a new buffer (caller frees). Returns its length or -1 after
+ * sending an error event. */
+static int read_tokens(struct server *s, json_t *id, json_t *arr, const char *field, size_t max_len,
+                       const char *limit_name, int32_t **out)
+{
+	if (!json_is_array(arr)) {
+		emit_error(s, id, "'%s' must be an array of token ids", field);
+		return -1;
+	}
+	size_t n = json_array_size(arr);
+	if (n > max_len) {
+		emit_error(s, id, "'%s' has %zu tokens, more than the %s (%zu)", field, n, limit_name, max_len);
+		return -1;
+	}
+	int32_t *tokens = malloc((n ? n : 1) * sizeof(*tokens));
+	if (!tokens) {
+		emit_error(s, id, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = json_array_get(arr, i);
+		json_int_t t = json_is_integer(v) ? json_integer_value(v) : -1;
+		if (!json_is_integer(v) || t < 0 || t >= s->model->hp.n_vocab) {
+			if (json_is_integer(v))
+				emit_error(s, id, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " is outside the vocabulary (0..%d)", field, i,
+				           t, s->model->hp.n_vocab - 1);
+			else
+				emit_error(s, id, "'%s'[%zu] is not an integer token id", field, i);
+			free(tokens);
+			return -1;
+		}
+		tokens[i] = (int32_t)t;
+	}
+	*out = tokens;
+	return (int)n;
+}
+
+/* An integer field in [lo, hi]; `dflt` when absent and not required. 0 ok, -1 after an error event. */
+static int read_int(struct server *s, json_t *req, json_t *id, const char *field, int required, long long dflt,
+                    long long lo, long long hi, long long *out)
+{
+	json_t *v = json_object_get(req, field);
+	if (!v) {
+		if (required) {
+			emit_error(s, id, "missing field '%s'", field);
+			return -1;
+		}
+		*out = dflt;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+		emit_error(s, id, "'%s' must be an integer in %lld..%lld", field, lo, hi);
+		return -1;
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* ---- generate ---- */
+
+static void op_generate(struct server *s, json_t *req, json_t *id)
+{
+	int32_t *prompt = NULL, *gen = NULL;
+	long long max_tokens;
+	json_t *spec = json_object_get(req, "spec");
+	if (spec && !json_is_boolean(spec)) {
+		emit_error(s, id, "'spec' must be true or false");
+		return;
+	}
+	if (spec && json_is_true(spec)) {
+		emit_error(s, id, "speculative decoding is not supported by this engine build");
+		return;
+	}
+	if (!json_object_get(req, "prompt")) {
+		emit_error(s, id, "missing field 'prompt'");
+		return;
+	}
+	int n = read_tokens(s, id, json_object_get(req, "prompt"), "prompt", (size_t)s->n_ctx, "context", &prompt);
+	if (n < 0)
+		return;
+	if (n == 0) {
+		emit_error(s, id, "'prompt' is empty");
+		goto cleanup;
+	}
+	if (read_int(s, req, id, "max_tokens", 1, 0, 1, s->n_ctx, &max_tokens))
+		goto cleanup;
+	if (n + max_tokens > s->n_ctx) {
+		emit_error(s, id, "prompt (%d tokens) + max_tokens (%lld) exceeds the context of %d", n, max_tokens, s->n_ctx);
+		goto cleanup;
+	}
+	if (!(gen = malloc((size_t)max_tokens * sizeof(*gen)))) {
+		emit_error(s, id, "out of memory");
+		goto cleanup;
+	}
+	double t0 = now_ms();
+	if (s->ops->forward(s->be, prompt, n, 0, 0, NULL, &gen[0])) {
+		emit_error(s, id, "prefill failed: %s", ember_error_last());
+		goto cleanup;
+	}
+	double t1 = now_ms();
+	emit_json(s, json_pack("{s:o, s:s}", "id", id_copy(id), "event", "first"));
+	int rc = 0;
+	if (max_tokens > 1) {
+		if (s->ops->decode_greedy)
+			rc = s->ops->decode_greedy(s->be, gen[0], n, (int)max_tokens - 1, gen + 1);
+		else
+			for (int i = 1; i < max_tokens && !rc; i++)
+				rc = s->ops->forward(s->be, &gen[i - 1], 1, n + i - 1, 0, NULL, &gen[i]);
+	}
+	double t2 = now_ms();
+	if (rc) {
+		emit_error(s, id, "decode failed: %s", ember_error_last());
+		goto cleanup;
+	}
+	json_t *tokens = json_array();
+	for (long long i = 0; i < max_tokens; i++)
+		json_array_append_new(tokens, json_integer(gen[i]));
+	emit_json(s, json_pack("{s:o, s:s, s:o, s:{s:f, s:f, s:i, s:I}}", "id", id_copy(id), "event", "done", "tokens",
+	                       tokens, "stats", "prefill_ms", t1 - t0, "decode_ms", t2 - t1, "prompt_tokens", n,
+	                       "gen_tokens", (json_int_t)max_tokens));
+cleanup:
+	free(prompt);
+	free(gen);
+}
+
+/* ---- score ---- */
+
+/* Heap order: "a ranks below b" = lower logit, or equal logit and higher id. */
+static int ranks_below(const float *l, int32_t a, int32_t b) { return l[a] < l[b] || (l[a] == l[b] && a > b); }
+
+static void sift_down(int32_t *h, int n, int i, const float *l)
+{
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && ranks_below(l, h[c + 1], h[c]))
+			c++;
+		if (!ranks_below(l, h[c], h[i]))
+			return;
+		int32_t t = h[i];
+		h[i] = h[c];
+		h[c] = t;
+		i = c;
+	}
+}
+
+/* The k best ids of l[0..n) into h[0..k), best first (ties: lower id first). */
+static void top_k(int32_t *h, const float *l, int n, int k)
+{
+	if (k <= 0)
+		return;
+	for (int i = 0; i < k; i++)
+		h[i] = i;
+	for (int i = k / 2 - 1; i >= 0; i--)
+		sift_down(h, k, i, l);
+	for (int i = k; i < n; i++)
+		if (ranks_below(l, h[0], i)) {
+			h[0] = i;
+			sift_down(h, k, 0, l);
+		}
+	for (int end = k - 1; end > 0; end--) { /* heap sort: worst to the back, so best ends first */
+		int32_t t = h[0];
+		h[0] = h[end];
+		h[end] = t;
+		sift_down(h, end, 0, l);
+	}
+}
+
+static void put_logprob(FILE *out, double lp)
+{
+	if (isfinite(lp))
+		fprintf(out, "%.9g", lp);
+	else
+		fputs("null", out);
+}
+
+static void op_score(struct server *s, json_t *req, json_t *id)
+{
+	int32_t *prompt = NULL;
+	int32_t **want = NULL;
+	int *want_n = NULL;
+	long long top = 0, first = 0;
+	FILE *text = NULL;
+	char *text_buf = NULL;
+	size_t text_len = 0;
+	const int n_vocab = s->model->hp.n_vocab;
+	if (!json_object_get(req, "prompt")) {
+		emit_error(s, id, "missing field 'prompt'");
+		return;
+	}
+	int n = read_tokens(s, id, json_object_get(req, "prompt"), "prompt", (size_t)s->n_ctx, "context", &prompt);
+	if (n < 0)
+		return;
+	if (n == 0) {
+		emit_error(s, id, "'prompt' is empty");
+		goto cleanup;
+	}
+	if (read_int(s, req, id, "top_k", 1, 0, 0, n_vocab, &top) || read_int(s, req, id, "first", 0, 0, 0, n - 1, &first))
+		goto cleanup;
+	const int n_pos = n - (int)first;
+	json_t *ids = json_object_get(req, "ids");
+	if (ids && !json_is_null(ids)) {
+		if (!json_is_array(ids) || json_array_size(ids) != (size_t)n_pos) {
+			emit_error(s, id, "'ids' must be an array with one array of token ids per scored position (%d)", n_pos);
+			goto cleanup;
+		}
+		want = calloc((size_t)n_pos, sizeof(*want));
+		want_n = calloc((size_t)n_pos, sizeof(*want_n));
+		if (!want || !want_n) {
+			emit_error(s, id, "out of memory");
+			goto cleanup;
+		}
+		for (int p = 0; p < n_pos; p++) {
+			char field[32];
+			snprintf(field, sizeof(field), "ids[%d]", p);
+			json_t *row = json_array_get(ids, (size_t)p);
+			if ((want_n[p] = read_tokens(s, id, row, field, (size_t)n_vocab, "vocabulary size", &want[p])) < 0)
+				goto cleanup;
+		}
+	}
+
+	uint64_t entries = (uint64_t)n_pos * (uint64_t)top;
+	for (int p = 0; want && p < n_pos; p++)
+		entries += (uint64_t)want_n[p];
+	if (entries > SCORE_MAX_ENTRIES) {
+		emit_error(s, id, "score answer too large: %" PRIu64 " log-probs (positions x top_k + ids) exceed %d",
+		           entries, SCORE_MAX_ENTRIES);
+		goto cleanup;
+	}
+	/* The answer is formatted into memory (it can be large; no JSON tree) and sent only once every
+	 * forward call has succeeded, so a backend failure is still an error event. */
+	double t0 = now_ms();
+	if (!(text = open_memstream(&text_buf, &text_len))) {
+		emit_error(s, id, "out of memory");
+		goto cleanup;
+	}
+	char *idtext = json_dumps(id ? id : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+	fprintf(text, "{\"id\":%s,\"event\":\"done\",\"positions\":[", idtext ? idtext : "null");
+	free(idtext);
+	for (int c0 = 0; c0 < n; c0 += SCORE_CHUNK) {
+		const int c1 = n - c0 < SCORE_CHUNK ? n : c0 + SCORE_CHUNK;
+		const int need_rows = c1 > first;
+		if (s->ops->forward(s->be, prompt + c0, c1 - c0, c0, need_rows, need_rows ? s->logits : NULL, NULL)) {
+			emit_error(s, id, "forward failed while scoring: %s", ember_error_last());
+			goto cleanup;
+		}
+		for (int p = c0 > first ? c0 : (int)first; p < c1; p++) {
+			const float *l = s->logits + (size_t)(p - c0) * n_vocab;
+			double max = -INFINITY, sum = 0.0;
+			for (int i = 0; i < n_vocab; i++)
+				if (l[i] > max)
+					max = l[i];
+			for (int i = 0; i < n_vocab; i++)
+				sum += exp((double)l[i] - max);
+			const double lse = max + log(sum);
+			top_k(s->heap, l, n_vocab, (int)top);
+			fputs(p > first ? ",{\"top\":[" : "{\"top\":[", text);
+			for (int j = 0; j < top; j++) {
+				fprintf(text, "%s[%d,", j ? "," : "", s->heap[j]);
+				put_logprob(text, (double)l[s->heap[j]] - lse);
+				fputc(']', text);
+			}
+			fputs("],\"ids\":[", text);
+			const int pi = p - (int)first;
+			for (int j = 0; want && j < want_n[pi]; j++) {
+				if (j)
+					fputc(',', text);
+				put_logprob(text, (double)l[want[pi][j]] - lse);
+			}
+			fputs("]}", text);
+		}
+	}
+	fprintf(text, "],\"stats\":{\"score_ms\":%.3f,\"positions\":%d}}\n", now_ms() - t0, n_pos);
+	if (fclose(text) != 0 || !text_buf) {
+		text = NULL;
+		emit_error(s, id, "out of memory formatting the answer");
+		goto cleanup;
+	}
+	text = NULL;
+	fwrite(text_buf, 1, text_len, s->out);
+	fflush(s->out);
+cleanup:
+	if (text)
+		fclose(text);
+	free(text_buf);
+	for (int p = 0; want && p < n - (int)first; p++)
+		free(want[p]);
+	free(want);
+	free(want_n);
+	free(prompt);
+}
+
+/* ---- request loop ---- */
+
+enum line_status { LINE_EOF, LINE_OK, LINE_OVERSIZED };
+
+/* Reads one line (without its newline) into *buf, growing it up to max_line bytes. A longer line
+ * is consumed and discarded up to its newline. */
+static enum line_status read_line(FILE *in, char **buf, size_t *cap, size_t max_line, size_t *len)
+{
+	size_t n = 0;
+	int c, oversized = 0;
+	flockfile(in);
+	while ((c = getc_unlocked(in)) != EOF && c != '\n') {
+		if (oversized)
+			continue;
+		if (n >= max_line) {
+			oversized = 1;
+			continue;
+		}
+		if (n + 1 >= *cap) { /* room for this byte and the NUL; cap never exceeds max_line + 1 */
+			size_t new_cap = *cap * 2 > max_line + 1 ? max_line + 1 : *cap * 2;
+			char *p = realloc(*buf, new_cap);
+			if (!p) {
+				oversized = 1;
+				continue;
+			}
+			*buf = p;
+			*cap = new_cap;
+		}
+		(*buf)[n++] = (char)c;
+	}
+	funlockfile(in);
+	if (c == EOF && n == 0 && !oversized)
+		return LINE_EOF;
+	(*buf)[n] = '\0';
+	*len = n;
+	return oversized ? LINE_OVERSIZED : LINE_OK;
+}
+
+/* Handles one request line; returns 1 when the client asked to quit. */
+static int handle_line(struct server *s, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	int quit = 0;
+	if (!req) {
+		emit_error(s, NULL, "malformed JSON at column %d: %s", jerr.column, jerr.text);
+		return 0;
+	}
+	json_t *id = NULL;
+	if (!json_is_object(req)) {
+		emit_error(s, NULL, "a request must be a JSON object");
+		goto done;
+	}
+	id = json_object_get(req, "id");
+	if (id && !json_is_integer(id) && !json_is_string(id) && !json_is_null(id)) {
+		id = NULL;
+		emit_error(s, NULL, "'id' must be an integer or a string");
+		goto done;
+	}
+	json_t *op = json_object_get(req, "op");
+	if (!json_is_string(op)) {
+		emit_error(s, id, op ? "'op' must be a string" : "missing field 'op'");
+		goto done;
+	}
+	const char *name = json_string_value(op);
+	if (strcmp(name, "generate") == 0)
+		op_generate(s, req, id);
+	else if (strcmp(name, "score") == 0)
+		op_score(s, req, id);
+	else if (strcmp(name, "quit") == 0)
+		quit = 1;
+	else
+		emit_error(s, id, "unknown op '%.64s' (generate, score, quit)", name);
+done:
+	json_decref(req);
+	return quit;
+}
+
+static void emit_ready(struct server *s)
+{
+	const struct ember_model *m = s->model;
+	const struct ember_hparams *hp = &m->hp;
+	json_t *model = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:I, s:I}", "name", m->name, "arch",
+	                          hp->arch, "vocab_size", hp->n_vocab, "n_layer", hp->n_layer, "n_embd", hp->n_embd,
+	                          "n_head", hp->n_head, "n_head_kv", hp->n_head_kv, "head_dim", hp->head_dim, "n_ff",
+	                          hp->n_ff, "file_type", m->file_type, "n_params", (json_int_t)m->n_params,
+	                          "weight_bytes", (json_int_t)m->weight_bytes);
+	emit_json(s, json_pack("{s:b, s:i, s:s, s:s, s:s, s:i, s:o}", "ready", 1, "protocol", 1, "engine", "ember",
+	                       "backend", s->ops->name, "device", s->ops->device_name(s->be), "n_ctx", s->n_ctx, "model",
+	                       model));
+}
+
+static int start(struct server *s)
+{
+	const struct ember_serve_config *c = s->config;
+	if (ember_model_load(&s->model, c->model_path))
+		return EMBER_ERROR;
+	if (c->backend) {
+		if (!(s->ops = ember_backend_find(c->backend)))
+			return ember_error_set(EMBER_EUNSUPPORTED, "backend '%s' is not built into this ember (cpu%s)", c->backend,
+			                       ember_backend_find("cuda") ? ", cuda" : "");
+		char why[256] = "";
+		if (!s->ops->available(why, sizeof(why)))
+			return ember_error_set(EMBER_EUNSUPPORTED, "backend '%s' is not available here: %s", c->backend, why);
+	} else {
+		s->ops = ember_backend_default();
+	}
+	const int train = s->model->hp.n_ctx_train;
+	s->n_ctx = c->n_ctx > 0 ? c->n_ctx : (train < EMBER_SERVE_DEFAULT_CTX ? train : EMBER_SERVE_DEFAULT_CTX);
+	struct ember_backend_config bc = {.n_ctx = s->n_ctx, .n_threads = c->n_threads, .max_batch = c->max_batch};
+	if (s->ops->create(&s->be, s->model, &bc))
+		return ember_error_wrap(EMBER_ERROR, "backend %s", s->ops->name);
+	const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+	s->logits = malloc(SCORE_CHUNK * n_vocab * sizeof(float));
+	s->heap = malloc(n_vocab * sizeof(int32_t));
+	if (!s->logits || !s->heap)
+		return ember_error_set(EMBER_ENOMEM, "out of memory for the score buffers");
+	return 0;
+}
+
+int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out, FILE *log)
+{
+	struct server s = {.config = config, .in = in, .out = out, .log = log};
+	size_t max_line = config->max_line ? config->max_line : EMBER_SERVE_MAX_LINE;
+	size_t cap = 65536 < max_line + 1 ? 65536 : max_line + 1, len = 0;
+	char *line = NULL;
+	int error = -1;
+
+	if (start(&s)) {
+		error = EMBER_ERROR;
+		fprintf(log, "ember serve: %s\n", ember_error_last());
+		emit_json(&s, json_pack("{s:b, s:i, s:s, s:s}", "ready", 0, "protocol", 1, "engine", "ember", "error",
+		                        ember_error_last()));
+		goto cleanup;
+	}
+	fprintf(log, "ember serve: %s (%s, %d layers) on %s, n_ctx %d\n", s.model->name, s.model->file_type,
+	        s.model->hp.n_layer, s.ops->device_name(s.be), s.n_ctx);
+	emit_ready(&s);
+	if (!(line = malloc(cap))) {
+		error = ember_error_set(EMBER_ENOMEM, "out of memory");
+		goto cleanup;
+	}
+	for (;;) {
+		enum line_status st = read_line(in, &line, &cap, max_line, &len);
+		if (st == LINE_EOF)
+			break;
+		if (st == LINE_OVERSIZED) {
+			emit_error(&s, NULL, "request line longer than %zu bytes was discarded", max_line);
+			continue;
+		}
+		if (strspn(line, " \t\r") == len) /* blank line */
+			continue;
+		if (handle_line(&s, line, len))
+			break;
+	}
+	error = 0;
+cleanup:
+	free(line);
+	free(s.logits);
+	free(s.heap);
+	if (s.be)
+		s.ops->destroy(s.be);
+	ember_model_free(s.model);
+	return error;
+}
