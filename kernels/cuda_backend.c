@@ -1,0 +1,479 @@
+/*
+ * cuda_backend.c - ember's CUDA backend: device discovery, the EMBER_* switches, and loading a
+ * model onto the GPU. Each weight matrix is uploaded once in its raw GGUF form through a staging
+ * buffer and turned on the device into (a) the decode copy, tiled for the tensor-core GEMV (or kept
+ * raw for the simple GEMV) and (b) an fp16 copy for the prefill GEMMs (cuBLAS); Q/K/V and
+ * gate/up are concatenated so a prefill layer runs four GEMMs. Everything is sized before the first
+ * allocation, so running out of memory is one clear message with the sizes involved.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "cuda_backend.h"
+#include "error.h"
+#include "gemm.cuh"
+#include "layout.cuh"
+#include "repack.cuh"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static int env_int(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	char *end = NULL;
+	long x = strtol(v, &end, 10);
+	return end && *end == '\0' ? (int)x : dflt;
+}
+
+static int env_choice(const char *name, const char *first, const char *second, int dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	if (strcmp(v, first) == 0 || strcmp(v, "1") == 0)
+		return 1;
+	if (strcmp(v, second) == 0 || strcmp(v, "0") == 0)
+		return 0;
+	return dflt;
+}
+
+/* EMBER_GEMV_SPLITK: "auto", or N >= 0 (capped at EMBER_SPLITK_MAX); anything else is the default 0. */
+static int env_splitk(void)
+{
+	const char *v = getenv("EMBER_GEMV_SPLITK");
+	if (!v || !*v)
+		return 0;
+	if (strcmp(v, "auto") == 0)
+		return EMBER_SPLITK_AUTO;
+	char *end = NULL;
+	long x = strtol(v, &end, 10);
+	if (!end || *end != '\0' || x < 0)
+		return 0;
+	return x > EMBER_SPLITK_MAX ? EMBER_SPLITK_MAX : (int)x;
+}
+
+static void read_options(struct cuda_options *o)
+{
+	o->graphs = env_int("EMBER_GRAPHS", 1) != 0;
+	o->gemv_mma = env_choice("EMBER_GEMV", "mma", "simple", 1);
+	o->attn_split = env_int("EMBER_ATTN_SPLIT", 0);
+	o->fa_mma = env_choice("EMBER_FA", "mma", "simple", 1);
+	o->prefill_chunk = env_int("EMBER_PREFILL_CHUNK", 0);
+	o->pdl = env_int("EMBER_PDL", 0) != 0;
+	o->gemv_splitk = env_splitk();
+}
+
+static int cuda_available(char *why, size_t why_len)
+{
+	int n = 0;
+	cudaError_t err = cudaGetDeviceCount(&n);
+	if (err != cudaSuccess || n <= 0) {
+		if (why && why_len)
+			snprintf(why, why_len, "no CUDA device: %s", err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return 1;
+}
+
+static const char *cuda_device_name(struct ember_backend *be) { return be->device_name; }
+
+static void *dev_alloc(size_t bytes, int *error)
+{
+	void *p = NULL;
+	if (*error)
+		return NULL;
+	cudaError_t err = cudaMalloc(&p, bytes ? bytes : 16);
+	if (err != cudaSuccess) {
+		size_t free_b = 0, total_b = 0;
+		(void)cudaGetLastError();
+		cudaMemGetInfo(&free_b, &total_b);
+		*error = ember_error_set(EMBER_ENOMEM, "cudaMalloc of %.3f GiB failed (%s); %.2f GiB of %.2f GiB free",
+		                         bytes / GIB, cudaGetErrorString(err), free_b / GIB, total_b / GIB);
+		return NULL;
+	}
+	return p;
+}
+
+static void free_matrix(struct cuda_matrix *m)
+{
+	cudaFree(m->dec);
+	m->dec = NULL;
+}
+
+static void cuda_destroy(struct ember_backend *be)
+{
+	if (!be)
+		return;
+	if (be->graph)
+		cudaGraphExecDestroy(be->graph);
+	if (be->layers) {
+		for (int l = 0; l < be->hp.n_layer; l++) {
+			struct cuda_layer *L = &be->layers[l];
+			struct cuda_matrix *ms[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+			for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++)
+				free_matrix(ms[i]);
+			cudaFree(L->attn_norm);
+			cudaFree(L->ffn_norm);
+			cudaFree(L->q_norm);
+			cudaFree(L->k_norm);
+			cudaFree(L->f16_qkv);
+			cudaFree(L->f16_o);
+			cudaFree(L->f16_gu);
+			cudaFree(L->f16_down);
+		}
+		free(be->layers);
+	}
+	free_matrix(&be->head);
+	void *bufs[] = {be->f16_head, be->embd_raw, be->output_norm, be->kv, be->rope_cos, be->rope_sin, be->state,
+	                be->out_tokens, be->x, be->qkv, be->logits, be->attn, be->ffh, be->part_o, be->part_ml,
+	                be->counters, be->splitk_scratch, be->splitk_counters, be->p_tokens, be->p_argmax, be->p_x, be->p_qkv, be->p_gu, be->p_logits,
+	                be->p_xn, be->p_q, be->p_attn, be->p_h};
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		cudaFree(bufs[i]);
+	if (be->h_state)
+		cudaFreeHost(be->h_state);
+	ember_gemm_destroy(be->cublas);
+	if (be->stream)
+		cudaStreamDestroy(be->stream);
+	free(be);
+}
+
+/* Decode-copy bytes of one matrix under the current GEMV variant. */
+static size_t dec_bytes(const struct cuda_options *o, const struct ember_tensor *t)
+{
+	if (o->gemv_mma && ember_tile_type_supported((int)t->type))
+		return ember_repack_bytes((int)t->type, t->ne[1], t->ne[0]);
+	return t->nbytes;
+}
+
+/* Uploads tensor t (raw) to `staging`, then builds its decode copy and, when f16_dst is not NULL,
+ * its fp16 rows at f16_dst. */
+static int upload_matrix(struct ember_backend *be, struct cuda_matrix *m, const struct ember_tensor *t, void *staging,
+                         void *f16_dst, int *error)
+{
+	m->type = (int)t->type;
+	m->rows = (int)t->ne[1];
+	m->cols = (int)t->ne[0];
+	m->dec_tiled = be->opt.gemv_mma && ember_tile_type_supported(m->type);
+	m->dec_bytes = dec_bytes(&be->opt, t);
+	m->dec = dev_alloc(m->dec_bytes, error);
+	if (*error)
+		return *error;
+	CUDA_CHECK(cudaMemcpyAsync(staging, t->data, t->nbytes, cudaMemcpyHostToDevice, be->stream));
+	if (m->dec_tiled) {
+		int rc = ember_repack_tiles(m->dec, m->type, staging, m->rows, m->cols, be->stream);
+		if (rc)
+			return ember_error_wrap(rc, "repacking %s", t->name);
+	} else {
+		CUDA_CHECK(cudaMemcpyAsync(m->dec, staging, t->nbytes, cudaMemcpyDeviceToDevice, be->stream));
+	}
+	if (f16_dst) {
+		int rc = ember_dequant_f16(f16_dst, m->type, staging, m->rows, m->cols, be->stream);
+		if (rc)
+			return ember_error_wrap(rc, "dequantizing %s", t->name);
+	}
+	/* The staging buffer is reused by the next upload. */
+	CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	return 0;
+}
+
+static float *upload_f32(struct ember_backend *be, const struct ember_tensor *t, int *error)
+{
+	float *p = dev_alloc(t->nbytes, error);
+	if (*error)
+		return NULL;
+	cudaError_t err = cudaMemcpyAsync(p, t->data, t->nbytes, cudaMemcpyHostToDevice, be->stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(be->stream);
+	if (err != cudaSuccess) {
+		*error = ember_cuda_fail(err, "cudaMemcpy(norm weights)", __FILE__, __LINE__);
+		return NULL;
+	}
+	return p;
+}
+
+/* Split-K GEMV scratch (EMBER_GEMV_SPLITK != 0): the largest need of the decode step's five GEMV
+ * launches (QKV, O, gate/up, down, LM head) under layout.cuh's bound, allocated once here so the
+ * step (and its CUDA graph) never allocates. */
+static void splitk_sizes(struct ember_backend *be)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int s = be->opt.gemv_splitk, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+	const int kt_e = (hp->n_embd + 255) / 256, kt_q = (qd + 255) / 256, kt_f = (hp->n_ff + 255) / 256;
+	const int t_qkv = (qd + 15) / 16 + 2 * ((kvd + 15) / 16), t_e = (hp->n_embd + 15) / 16;
+	const int t_ff = (hp->n_ff + 15) / 16, t_v = (hp->n_vocab + 15) / 16;
+	const size_t need[] = {ember_splitk_scratch_bound(s, kt_e, t_qkv), ember_splitk_scratch_bound(s, kt_q, t_e),
+	                       ember_splitk_scratch_bound(s, kt_e, 2 * t_ff), ember_splitk_scratch_bound(s, kt_f, t_e),
+	                       ember_splitk_scratch_bound(s, kt_e, t_v)};
+	be->splitk_floats = 0;
+	be->splitk_counters_cap = 0;
+	if (!s)
+		return;
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		be->splitk_floats = need[i] > be->splitk_floats ? need[i] : be->splitk_floats;
+	const int groups[] = {t_qkv, t_e, t_ff, t_v};
+	for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		be->splitk_counters_cap = groups[i] > be->splitk_counters_cap ? groups[i] : be->splitk_counters_cap;
+}
+
+static int check_model(const struct ember_model *model)
+{
+	const struct ember_hparams *hp = &model->hp;
+	if (hp->head_dim != 64 && hp->head_dim != 128)
+		return ember_error_set(EMBER_EUNSUPPORTED, "cuda backend: head_dim %d not supported (64 or 128)", hp->head_dim);
+	const int group = hp->n_head / hp->n_head_kv;
+	if (hp->n_head % hp->n_head_kv != 0 || (group != 1 && group != 2 && group != 4 && group != 8))
+		return ember_error_set(EMBER_EUNSUPPORTED, "cuda backend: GQA group %d/%d not supported (1, 2, 4, 8)", hp->n_head,
+		                       hp->n_head_kv);
+	const struct ember_tensor *norms[] = {&model->output_norm};
+	if (norms[0]->type != EMBER_TYPE_F32)
+		return ember_error_set(EMBER_EUNSUPPORTED, "cuda backend: output_norm must be F32");
+	for (int l = 0; l < hp->n_layer; l++) {
+		const struct ember_layer *L = &model->layers[l];
+		const struct ember_tensor *n4[] = {&L->attn_norm, &L->ffn_norm, &L->attn_q_norm, &L->attn_k_norm};
+		for (int i = 0; i < 4; i++)
+			if (n4[i]->type != EMBER_TYPE_F32)
+				return ember_error_set(EMBER_EUNSUPPORTED, "cuda backend: %s must be F32", n4[i]->name);
+	}
+	return 0;
+}
+
+static int cuda_create(struct ember_backend **out, const struct ember_model *model,
+                       const struct ember_backend_config *config)
+{
+	struct ember_backend *be = NULL;
+	void *staging = NULL;
+	int error = 0;
+
+	if ((error = check_model(model)))
+		return error;
+	be = calloc(1, sizeof(*be));
+	if (!be)
+		return ember_error_set(EMBER_ENOMEM, "cuda backend: out of host memory");
+	be->model = model;
+	be->hp = model->hp;
+	read_options(&be->opt);
+	const struct ember_hparams *hp = &be->hp;
+	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd, E = hp->n_embd, F = hp->n_ff;
+	const int V = hp->n_vocab, group = hp->n_head / hp->n_head_kv;
+
+	be->device = config ? config->device : 0;
+	CUDA_CHECK_GOTO(cudaSetDevice(be->device));
+	struct cudaDeviceProp prop;
+	CUDA_CHECK_GOTO(cudaGetDeviceProperties(&prop, be->device));
+	be->n_sm = prop.multiProcessorCount;
+	snprintf(be->device_name, sizeof(be->device_name), "%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
+	         prop.totalGlobalMem / GIB);
+	if (prop.major < 8) {
+		error = ember_error_set(EMBER_EUNSUPPORTED, "cuda backend: %s is sm_%d%d; ember's kernels need sm_80 or newer",
+		                        prop.name, prop.major, prop.minor);
+		goto cleanup;
+	}
+	CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking));
+
+	/* Sizes: context, chunk, splits. */
+	be->n_ctx = config && config->n_ctx > 0 ? config->n_ctx : hp->n_ctx_train;
+	if (be->n_ctx > 65536 && !(config && config->n_ctx > 0))
+		be->n_ctx = 65536;
+	be->chunk = be->opt.prefill_chunk > 0 ? be->opt.prefill_chunk : (config && config->max_batch > 0 ? config->max_batch : 4096);
+	if (be->chunk > be->n_ctx)
+		be->chunk = be->n_ctx;
+	be->logit_rows = be->chunk < 256 ? be->chunk : 256;
+	be->n_split = be->opt.attn_split > 0 ? be->opt.attn_split : (2 * be->n_sm + hp->n_head_kv - 1) / hp->n_head_kv;
+	if (be->n_split > 128)
+		be->n_split = 128;
+	if (be->n_split > (be->n_ctx + 127) / 128)
+		be->n_split = (be->n_ctx + 127) / 128;
+	if (be->n_split < 1)
+		be->n_split = 1;
+
+	/* Plan every byte first, so an out-of-memory is one message with the sizes. */
+	size_t max_raw = model->token_embd.nbytes > model->output.nbytes ? model->token_embd.nbytes : model->output.nbytes;
+	be->bytes_weights = dec_bytes(&be->opt, &model->output) + model->token_embd.nbytes;
+	for (int l = 0; l < hp->n_layer; l++) {
+		const struct ember_layer *L = &model->layers[l];
+		const struct ember_tensor *ts[] = {&L->attn_q, &L->attn_k, &L->attn_v, &L->attn_output, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+		for (int i = 0; i < 7; i++) {
+			be->bytes_weights += dec_bytes(&be->opt, ts[i]);
+			if (ts[i]->nbytes > max_raw)
+				max_raw = ts[i]->nbytes;
+		}
+	}
+	be->bytes_f16 = 2 * ((size_t)hp->n_layer * ((size_t)(qd + 2 * kvd) * E + (size_t)E * qd + 3 * (size_t)F * E) + (size_t)V * E);
+	be->bytes_kv = (size_t)hp->n_layer * 2 * hp->n_head_kv * (size_t)be->n_ctx * hd * 2;
+	const size_t B = (size_t)be->chunk;
+	splitk_sizes(be);
+	be->bytes_scratch = max_raw + (size_t)be->n_ctx * hd * 4 + B * (4 * E + 2 * E + 4 * (qd + 2 * kvd) + 2 * qd * 2 + 4 * 2 * F + 2 * F + 8) +
+	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4 +
+	                    be->splitk_floats * 4 + (size_t)be->splitk_counters_cap * 4;
+	{
+		size_t free_b = 0, total_b = 0;
+		CUDA_CHECK_GOTO(cudaMemGetInfo(&free_b, &total_b));
+		const size_t need = be->bytes_weights + be->bytes_f16 + be->bytes_kv + be->bytes_scratch + (256u << 20);
+		if (need > free_b) {
+			error = ember_error_set(EMBER_ENOMEM,
+			                        "cuda backend: %s needs %.2f GiB on %s (decode weights %.2f, fp16 prefill weights %.2f, "
+			                        "KV cache %.2f for %d positions, scratch %.2f) but only %.2f GiB are free; "
+			                        "lower n_ctx or EMBER_PREFILL_CHUNK",
+			                        model->name, need / GIB, prop.name, be->bytes_weights / GIB, be->bytes_f16 / GIB,
+			                        be->bytes_kv / GIB, be->n_ctx, be->bytes_scratch / GIB, free_b / GIB);
+			goto cleanup;
+		}
+	}
+
+	if ((error = ember_gemm_create(&be->cublas, be->stream)))
+		goto cleanup;
+	staging = dev_alloc(max_raw, &error);
+	be->layers = calloc((size_t)hp->n_layer, sizeof(*be->layers));
+	if (!be->layers && !error)
+		error = ember_error_set(EMBER_ENOMEM, "cuda backend: out of host memory");
+	if (error)
+		goto cleanup;
+
+	for (int l = 0; l < hp->n_layer && !error; l++) {
+		const struct ember_layer *ml = &model->layers[l];
+		struct cuda_layer *L = &be->layers[l];
+		L->f16_qkv = dev_alloc((size_t)(qd + 2 * kvd) * E * 2, &error);
+		L->f16_o = dev_alloc((size_t)E * qd * 2, &error);
+		L->f16_gu = dev_alloc((size_t)2 * F * E * 2, &error);
+		L->f16_down = dev_alloc((size_t)E * F * 2, &error);
+		L->attn_norm = upload_f32(be, &ml->attn_norm, &error);
+		L->ffn_norm = upload_f32(be, &ml->ffn_norm, &error);
+		L->q_norm = upload_f32(be, &ml->attn_q_norm, &error);
+		L->k_norm = upload_f32(be, &ml->attn_k_norm, &error);
+		if (error)
+			break;
+		char *qkv16 = L->f16_qkv, *gu16 = L->f16_gu;
+		if (upload_matrix(be, &L->q, &ml->attn_q, staging, qkv16, &error) ||
+		    upload_matrix(be, &L->k, &ml->attn_k, staging, qkv16 + (size_t)qd * E * 2, &error) ||
+		    upload_matrix(be, &L->v, &ml->attn_v, staging, qkv16 + (size_t)(qd + kvd) * E * 2, &error) ||
+		    upload_matrix(be, &L->o, &ml->attn_output, staging, L->f16_o, &error) ||
+		    upload_matrix(be, &L->gate, &ml->ffn_gate, staging, gu16, &error) ||
+		    upload_matrix(be, &L->up, &ml->ffn_up, staging, gu16 + (size_t)F * E * 2, &error) ||
+		    upload_matrix(be, &L->down, &ml->ffn_down, staging, L->f16_down, &error)) {
+			if (!error)
+				error = EMBER_ERROR;
+			goto cleanup;
+		}
+	}
+	if (error)
+		goto cleanup;
+	be->f16_head = dev_alloc((size_t)V * E * 2, &error);
+	be->output_norm = upload_f32(be, &model->output_norm, &error);
+	be->embd_raw = dev_alloc(model->token_embd.nbytes, &error);
+	if (error)
+		goto cleanup;
+	be->embd_type = (int)model->token_embd.type;
+	CUDA_CHECK_GOTO(cudaMemcpyAsync(be->embd_raw, model->token_embd.data, model->token_embd.nbytes, cudaMemcpyHostToDevice,
+	                                be->stream));
+	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
+	if (upload_matrix(be, &be->head, &model->output, staging, be->f16_head, &error)) {
+		if (!error)
+			error = EMBER_ERROR;
+		goto cleanup;
+	}
+
+	/* KV cache (zeroed: masked-out rows must never hold NaN bit patterns) and RoPE tables. */
+	be->kv = dev_alloc(be->bytes_kv, &error);
+	be->rope_cos = dev_alloc((size_t)be->n_ctx * hd / 2 * 4, &error);
+	be->rope_sin = dev_alloc((size_t)be->n_ctx * hd / 2 * 4, &error);
+	if (error)
+		goto cleanup;
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->kv, 0, be->bytes_kv, be->stream));
+	{
+		const size_t n = (size_t)be->n_ctx * hd / 2;
+		float *c = malloc(n * 4), *s = malloc(n * 4);
+		if (!c || !s) {
+			free(c);
+			free(s);
+			error = ember_error_set(EMBER_ENOMEM, "cuda backend: out of host memory for RoPE tables");
+			goto cleanup;
+		}
+		for (int p = 0; p < be->n_ctx; p++)
+			for (int i = 0; i < hd / 2; i++) {
+				const double angle = (double)p * pow((double)hp->rope_theta, -2.0 * i / hd);
+				c[(size_t)p * (hd / 2) + i] = (float)cos(angle);
+				s[(size_t)p * (hd / 2) + i] = (float)sin(angle);
+			}
+		cudaError_t e1 = cudaMemcpyAsync(be->rope_cos, c, n * 4, cudaMemcpyHostToDevice, be->stream);
+		cudaError_t e2 = cudaMemcpyAsync(be->rope_sin, s, n * 4, cudaMemcpyHostToDevice, be->stream);
+		if (e1 == cudaSuccess && e2 == cudaSuccess)
+			e1 = cudaStreamSynchronize(be->stream);
+		free(c);
+		free(s);
+		CUDA_CHECK_GOTO(e1);
+		CUDA_CHECK_GOTO(e2);
+	}
+
+	/* Decode-step buffers and device state. */
+	be->state = dev_alloc(sizeof(struct ember_decode_state), &error);
+	be->out_tokens = dev_alloc((size_t)be->n_ctx * 4, &error);
+	be->x = dev_alloc((size_t)E * 4, &error);
+	be->qkv = dev_alloc((size_t)(qd + 2 * kvd) * 4, &error);
+	be->logits = dev_alloc((size_t)V * 4, &error);
+	be->attn = dev_alloc((size_t)qd * 2, &error);
+	be->ffh = dev_alloc((size_t)F * 2, &error);
+	be->part_o = dev_alloc((size_t)hp->n_head_kv * be->n_split * group * hd * 4, &error);
+	be->part_ml = dev_alloc((size_t)hp->n_head_kv * be->n_split * group * 2 * 4, &error);
+	be->counters = dev_alloc((size_t)hp->n_head_kv * 4, &error);
+	if (be->opt.gemv_splitk) {
+		be->splitk_scratch = dev_alloc(be->splitk_floats * 4, &error);
+		be->splitk_counters = dev_alloc((size_t)be->splitk_counters_cap * 4, &error);
+	}
+	/* Prefill chunk buffers. */
+	be->p_tokens = dev_alloc(B * 4, &error);
+	be->p_argmax = dev_alloc(B * 4, &error);
+	be->p_x = dev_alloc(B * E * 4, &error);
+	be->p_xn = dev_alloc(B * E * 2, &error);
+	be->p_qkv = dev_alloc(B * (qd + 2 * kvd) * 4, &error);
+	be->p_q = dev_alloc(B * qd * 2, &error);
+	be->p_attn = dev_alloc(B * qd * 2, &error);
+	be->p_gu = dev_alloc(B * 2 * F * 4, &error);
+	be->p_h = dev_alloc(B * F * 2, &error);
+	be->p_logits = dev_alloc((size_t)be->logit_rows * V * 4, &error);
+	if (error)
+		goto cleanup;
+	CUDA_CHECK_GOTO(cudaMallocHost((void **)&be->h_state, sizeof(struct ember_decode_state)));
+	memset(be->h_state, 0, sizeof(*be->h_state));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->state, 0, sizeof(struct ember_decode_state), be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->counters, 0, (size_t)hp->n_head_kv * 4, be->stream));
+	if (be->splitk_counters)
+		CUDA_CHECK_GOTO(cudaMemsetAsync(be->splitk_counters, 0, (size_t)be->splitk_counters_cap * 4, be->stream));
+	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
+	cudaFree(staging);
+	staging = NULL;
+	*out = be;
+	be = NULL;
+	error = 0;
+cleanup:
+	cudaFree(staging);
+	cuda_destroy(be);
+	return error;
+}
+
+static int cuda_forward_op(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,
+                           float *logits, int32_t *argmax)
+{
+	return ember_cuda_forward(be, tokens, n_tokens, pos, all_rows, logits, argmax);
+}
+
+static int cuda_decode_greedy_op(struct ember_backend *be, int32_t token, int pos, int n_steps, int32_t *out_tokens)
+{
+	return ember_cuda_decode_greedy(be, token, pos, n_steps, out_tokens);
+}
+
+const struct ember_backend_ops ember_backend_cuda_ops = {
+	.name = "cuda",
+	.available = cuda_available,
+	.create = cuda_create,
+	.forward = cuda_forward_op,
+	.decode_greedy = cuda_decode_greedy_op,
+	.device_name = cuda_device_name,
+	.destroy = cuda_destroy,
+};

@@ -1,0 +1,96 @@
+/*
+ * cuda_backend.h - internal state of ember's CUDA backend, shared by cuda_backend.c (create,
+ * weights, memory, ops table) and cuda_run.c (the decode step, its CUDA graph, the batched
+ * prefill). Not a public header: the engine sees only ember_backend_cuda_ops (backend.h).
+ */
+#ifndef EMBER_CUDA_BACKEND_H
+#define EMBER_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "gemv.cuh"
+
+/* Run-time switches, read once from EMBER_* environment variables at create (kernels/README.md). */
+struct cuda_options {
+	int graphs;        /* EMBER_GRAPHS: replay the decode step as one CUDA graph (default 1) */
+	int gemv_mma;      /* EMBER_GEMV=mma|simple: tiled tensor-core GEMV or raw-row scalar GEMV */
+	int attn_split;    /* EMBER_ATTN_SPLIT: KV splits per head in decode attention (0 = auto) */
+	int fa_mma;        /* EMBER_FA=mma|simple: prefill flash attention on tensor cores, or the
+	                      split-KV kernel run per query token */
+	int prefill_chunk; /* EMBER_PREFILL_CHUNK: tokens per prefill pass (default 4096) */
+	int pdl;           /* EMBER_PDL: decode GEMVs as programmatic dependent launches (default 0) */
+	int gemv_splitk;   /* EMBER_GEMV_SPLITK: 0 (default) plain GEMV, N > 0 at most N K slices,
+	                      EMBER_SPLITK_AUTO chosen per matrix (gemv_splitk.cu, layout.cuh) */
+};
+
+/* One weight matrix as the GPU keeps it. */
+struct cuda_matrix {
+	int type;          /* ggml type code of the GGUF tensor */
+	int rows, cols;
+	void *dec;         /* decode copy: tiled (layout.cuh) when dec_tiled, else the raw GGUF rows */
+	int dec_tiled;
+	size_t dec_bytes;
+};
+
+struct cuda_layer {
+	struct cuda_matrix q, k, v, o, gate, up, down;
+	float *attn_norm, *ffn_norm, *q_norm, *k_norm; /* fp32 on the device */
+	void *f16_qkv;     /* prefill copies, fp16: [(n_head + 2 n_kv) hd][n_embd] */
+	void *f16_o;       /* [n_embd][n_head hd] */
+	void *f16_gu;      /* [2 n_ff][n_embd]: gate rows, then up rows */
+	void *f16_down;    /* [n_embd][n_ff] */
+};
+
+struct ember_backend {
+	const struct ember_model *model;
+	struct ember_hparams hp;
+	struct cuda_options opt;
+	int device, n_sm;
+	char device_name[320];
+	cudaStream_t stream;
+	void *cublas;
+
+	struct cuda_layer *layers;
+	struct cuda_matrix head;     /* LM head (token_embd when tied) */
+	void *f16_head;              /* [n_vocab][n_embd] */
+	void *embd_raw;              /* raw token_embd rows for the lookup */
+	int embd_type;
+	float *output_norm;
+
+	int n_ctx, cur_len;
+	void *kv;                    /* fp16 [n_layer][2][n_kv][n_ctx][hd] */
+	float *rope_cos, *rope_sin;  /* [n_ctx][hd/2] */
+
+	/* decode step */
+	struct ember_decode_state *state, *h_state; /* device, pinned host staging */
+	int32_t *out_tokens;         /* [n_ctx] greedy results */
+	float *x, *qkv, *logits;     /* residual [n_embd], projections, logits [n_vocab] */
+	void *attn, *ffh;            /* fp16 [n_head hd], fp16 [n_ff] */
+	float *part_o, *part_ml;
+	uint32_t *counters;
+	int n_split;
+	float *splitk_scratch;       /* split-K GEMV partial sums (EMBER_GEMV_SPLITK != 0), sized for the */
+	size_t splitk_floats;        /* largest launch of the step */
+	uint32_t *splitk_counters;   /* one per row block, zero at rest (the kernels reset them) */
+	int splitk_counters_cap;
+	cudaGraphExec_t graph;
+	int graph_warm;             /* one plain step has run (kernels loaded) */
+
+	/* prefill chunk */
+	int chunk, logit_rows;
+	int32_t *p_tokens, *p_argmax;
+	float *p_x, *p_qkv, *p_gu, *p_logits;
+	void *p_xn, *p_q, *p_attn, *p_h;
+
+	size_t bytes_weights, bytes_f16, bytes_kv, bytes_scratch;
+};
+
+/* cuda_run.c */
+int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,
+                       float *logits, int32_t *argmax);
+int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, int n_steps, int32_t *out_tokens);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * cuda_run.c - running the model on the GPU: the decode step (2 + 5 launches per layer: fused
+ * RMSNorm+QKV GEMV, split-KV attention with q/k-norm, RoPE and the KV append, O GEMV + residual,
+ * fused RMSNorm+gate/up GEMV+SwiGLU, down GEMV + residual, then the LM head with the greedy argmax),
+ * captured once as a CUDA graph whose kernels read the token and position from device memory, so
+ * a greedy run replays it with no host round trip per token; and the batched prefill (cuBLAS GEMMs
+ * on fp16 weights, flash attention), chunked so long prompts fit.
+ */
+#include <string.h>
+
+#include "attn_decode.cuh"
+#include "attn_prefill.cuh"
+#include "common.cuh"
+#include "cuda_backend.h"
+#include "embed.cuh"
+#include "error.h"
+#include "gemm.cuh"
+#include "gemv.cuh"
+#include "rows.cuh"
+
+static struct ember_gemv_seg seg_of(const struct cuda_matrix *m, float *out)
+{
+	struct ember_gemv_seg s = {m->dec, m->type, m->dec_tiled, m->rows, out};
+	return s;
+}
+
+/* EMBER_GEMV_SPLITK: the setting and the scratch sized at create for every launch of the step. */
+static void splitk_of(const struct ember_backend *be, struct ember_gemv_args *g)
+{
+	g->splitk = be->opt.gemv_splitk;
+	g->splitk_scratch = be->splitk_scratch;
+	g->splitk_scratch_floats = be->splitk_floats;
+	g->splitk_counters = be->splitk_counters;
+	g->splitk_counters_cap = be->splitk_counters_cap;
+}
+
+static void *layer_k(struct ember_backend *be, int l)
+{
+	const size_t per = (size_t)be->hp.n_head_kv * be->n_ctx * be->hp.head_dim * 2;
+	return (char *)be->kv + (size_t)l * 2 * per;
+}
+
+static void *layer_v(struct ember_backend *be, int l)
+{
+	const size_t per = (size_t)be->hp.n_head_kv * be->n_ctx * be->hp.head_dim * 2;
+	return (char *)be->kv + (size_t)l * 2 * per + per;
+}
+
+/* Enqueues one decode step on be->stream (used both plainly and under graph capture). */
+static int decode_step_enqueue(struct ember_backend *be)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+	cudaStream_t st = be->stream;
+	int rc;
+
+	if ((rc = ember_embed_rows(be->x, be->embd_type, be->embd_raw, hp->n_embd, hp->n_vocab, &be->state->token, 1, st)))
+		return rc;
+	for (int l = 0; l < hp->n_layer; l++) {
+		struct cuda_layer *L = &be->layers[l];
+		struct ember_gemv_args g;
+		memset(&g, 0, sizeof(g));
+		g.seg[0] = seg_of(&L->q, be->qkv);
+		g.seg[1] = seg_of(&L->k, be->qkv + qd);
+		g.seg[2] = seg_of(&L->v, be->qkv + qd + kvd);
+		g.n_seg = 3;
+		g.k = hp->n_embd;
+		g.in_mode = EMBER_GEMV_IN_RMS;
+		g.x = be->x;
+		g.norm_w = L->attn_norm;
+		g.eps = hp->rms_eps;
+		g.epi = EMBER_GEMV_STORE;
+		g.pdl = be->opt.pdl;
+		splitk_of(be, &g);
+		if ((rc = ember_gemv(&g, st)))
+			return rc;
+
+		struct ember_attn_args a;
+		memset(&a, 0, sizeof(a));
+		a.head_dim = hd;
+		a.n_head = hp->n_head;
+		a.n_kv = hp->n_head_kv;
+		a.n_ctx = be->n_ctx;
+		a.k_cache = layer_k(be, l);
+		a.v_cache = layer_v(be, l);
+		a.out = be->attn;
+		a.q = be->qkv;
+		a.k = be->qkv + qd;
+		a.v = be->qkv + qd + kvd;
+		a.q_norm = L->q_norm;
+		a.k_norm = L->k_norm;
+		a.eps = hp->rms_eps;
+		a.rope_cos = be->rope_cos;
+		a.rope_sin = be->rope_sin;
+		a.state = be->state;
+		a.n_split = be->n_split;
+		a.part_o = be->part_o;
+		a.part_ml = be->part_ml;
+		a.counters = be->counters;
+		if ((rc = ember_attn_decode(&a, st)))
+			return rc;
+
+		memset(&g, 0, sizeof(g));
+		g.seg[0] = seg_of(&L->o, be->x);
+		g.n_seg = 1;
+		g.k = qd;
+		g.in_mode = EMBER_GEMV_IN_F16;
+		g.x = be->attn;
+		g.epi = EMBER_GEMV_RESID;
+		g.pdl = be->opt.pdl;
+		splitk_of(be, &g);
+		if ((rc = ember_gemv(&g, st)))
+			return rc;
+
+		memset(&g, 0, sizeof(g));
+		g.seg[0] = seg_of(&L->gate, NULL);
+		g.seg[1] = seg_of(&L->up, NULL);
+		g.n_seg = 2;
+		g.k = hp->n_embd;
+		g.in_mode = EMBER_GEMV_IN_RMS;
+		g.x = be->x;
+		g.norm_w = L->ffn_norm;
+		g.eps = hp->rms_eps;
+		g.epi = EMBER_GEMV_SWIGLU;
+		g.out_h = be->ffh;
+		g.pdl = be->opt.pdl;
+		splitk_of(be, &g);
+		if ((rc = ember_gemv(&g, st)))
+			return rc;
+
+		memset(&g, 0, sizeof(g));
+		g.seg[0] = seg_of(&L->down, be->x);
+		g.n_seg = 1;
+		g.k = hp->n_ff;
+		g.in_mode = EMBER_GEMV_IN_F16;
+		g.x = be->ffh;
+		g.epi = EMBER_GEMV_RESID;
+		g.pdl = be->opt.pdl;
+		splitk_of(be, &g);
+		if ((rc = ember_gemv(&g, st)))
+			return rc;
+	}
+	struct ember_gemv_args g;
+	memset(&g, 0, sizeof(g));
+	g.seg[0] = seg_of(&be->head, be->logits);
+	g.n_seg = 1;
+	g.k = hp->n_embd;
+	g.in_mode = EMBER_GEMV_IN_RMS;
+	g.x = be->x;
+	g.norm_w = be->output_norm;
+	g.eps = hp->rms_eps;
+	g.epi = EMBER_GEMV_ARGMAX;
+	g.state = be->state;
+	g.out_tokens = be->out_tokens;
+	g.out_tokens_cap = be->n_ctx;
+	g.pdl = be->opt.pdl;
+	splitk_of(be, &g);
+	return ember_gemv(&g, st);
+}
+
+/* Runs one decode step: the captured graph when EMBER_GRAPHS allows, else plain launches. The
+ * first call runs the step plainly once (module load, smem attributes), then captures. */
+static int decode_step(struct ember_backend *be)
+{
+	if (!be->opt.graphs || !be->graph_warm) {
+		be->graph_warm = 1;
+		return decode_step_enqueue(be);
+	}
+	if (!be->graph) {
+		cudaGraph_t graph = NULL;
+		int rc;
+		CUDA_CHECK(cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeRelaxed));
+		rc = decode_step_enqueue(be);
+		cudaError_t end = cudaStreamEndCapture(be->stream, &graph);
+		if (rc) {
+			if (graph)
+				cudaGraphDestroy(graph);
+			return rc;
+		}
+		CUDA_CHECK(end);
+		cudaError_t inst = cudaGraphInstantiate(&be->graph, graph, 0);
+		cudaGraphDestroy(graph);
+		CUDA_CHECK(inst);
+	}
+	CUDA_CHECK(cudaGraphLaunch(be->graph, be->stream));
+	return 0;
+}
+
+static int set_state(struct ember_backend *be, int32_t token, int pos)
+{
+	memset(be->h_state, 0, sizeof(*be->h_state));
+	be->h_state->token = token;
+	be->h_state->pos = pos;
+	CUDA_CHECK(cudaMemcpyAsync(be->state, be->h_state, sizeof(*be->h_state), cudaMemcpyHostToDevice, be->stream));
+	return 0;
+}
+
+/* Final norm + LM head for `rows` rows of p_x starting at row `first` into p_logits/p_argmax,
+ * then copied to the caller's arrays at row offset `dst_row`. */
+static int prefill_logits(struct ember_backend *be, int first, int rows, float *logits, int32_t *argmax, int dst_row)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int E = hp->n_embd, V = hp->n_vocab;
+	int rc;
+	for (int r0 = 0; r0 < rows; r0 += be->logit_rows) {
+		const int n = rows - r0 < be->logit_rows ? rows - r0 : be->logit_rows;
+		if ((rc = ember_rmsnorm_rows(be->p_xn, be->p_x + (size_t)(first + r0) * E, be->output_norm, n, E, hp->rms_eps, be->stream)))
+			return rc;
+		if ((rc = ember_gemm_f16(be->cublas, be->f16_head, be->p_xn, be->p_logits, V, n, E, V, 0.0f)))
+			return rc;
+		if (logits)
+			CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)(dst_row + r0) * V, be->p_logits, (size_t)n * V * 4,
+			                           cudaMemcpyDeviceToHost, be->stream));
+		if (argmax) {
+			if ((rc = ember_argmax_rows(be->p_argmax, be->p_logits, n, V, be->stream)))
+				return rc;
+			CUDA_CHECK(cudaMemcpyAsync(argmax + dst_row + r0, be->p_argmax, (size_t)n * 4, cudaMemcpyDeviceToHost, be->stream));
+		}
+		/* p_logits is reused by the next sub-chunk: the copies above must finish first. */
+		CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	}
+	return 0;
+}
+
+/* One prefill chunk of n tokens at positions pos.. through all layers (residual left in p_x). */
+static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n, int pos)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd, E = hp->n_embd, F = hp->n_ff;
+	cudaStream_t st = be->stream;
+	int rc;
+
+	CUDA_CHECK(cudaMemcpyAsync(be->p_tokens, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, st));
+	if ((rc = ember_embed_rows(be->p_x, be->embd_type, be->embd_raw, E, hp->n_vocab, be->p_tokens, n, st)))
+		return rc;
+	for (int l = 0; l < hp->n_layer; l++) {
+		struct cuda_layer *L = &be->layers[l];
+		if ((rc = ember_rmsnorm_rows(be->p_xn, be->p_x, L->attn_norm, n, E, hp->rms_eps, st)) ||
+		    (rc = ember_gemm_f16(be->cublas, L->f16_qkv, be->p_xn, be->p_qkv, qd + 2 * kvd, n, E, qd + 2 * kvd, 0.0f)))
+			return rc;
+		struct ember_qk_rope_args r = {be->p_qkv, L->q_norm, L->k_norm, hp->rms_eps, be->rope_cos, be->rope_sin,
+		                               n, pos, hp->n_head, hp->n_head_kv, hd, be->n_ctx, be->p_q,
+		                               layer_k(be, l), layer_v(be, l)};
+		if ((rc = ember_qk_norm_rope_rows(&r, st)))
+			return rc;
+		if (be->opt.fa_mma) {
+			struct ember_fa_args fa = {be->p_q, layer_k(be, l), layer_v(be, l), be->p_attn, n, pos,
+			                           hp->n_head, hp->n_head_kv, be->n_ctx, hd};
+			rc = ember_attn_prefill(&fa, st);
+		} else {
+			struct ember_attn_args a;
+			memset(&a, 0, sizeof(a));
+			a.head_dim = hd;
+			a.n_head = hp->n_head;
+			a.n_kv = hp->n_head_kv;
+			a.n_ctx = be->n_ctx;
+			a.k_cache = layer_k(be, l);
+			a.v_cache = layer_v(be, l);
+			a.out = be->p_attn;
+			a.q_prepped = be->p_q;
+			a.n_tokens = n;
+			a.pos0 = pos;
+			rc = ember_attn_decode(&a, st);
+		}
+		if (rc)
+			return rc;
+		if ((rc = ember_gemm_f16(be->cublas, L->f16_o, be->p_attn, be->p_x, E, n, qd, E, 1.0f)) ||
+		    (rc = ember_rmsnorm_rows(be->p_xn, be->p_x, L->ffn_norm, n, E, hp->rms_eps, st)) ||
+		    (rc = ember_gemm_f16(be->cublas, L->f16_gu, be->p_xn, be->p_gu, 2 * F, n, E, 2 * F, 0.0f)) ||
+		    (rc = ember_swiglu_rows(be->p_h, be->p_gu, n, F, st)) ||
+		    (rc = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, n, F, E, 1.0f)))
+			return rc;
+	}
+	return 0;
+}
+
+int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,
+                       float *logits, int32_t *argmax)
+{
+	int rc;
+	if (!be || !tokens || n_tokens < 1 || pos < 0 || pos > be->cur_len || n_tokens > be->n_ctx - pos)
+		return ember_error_set(EMBER_ERROR, "cuda forward: %d tokens at position %d do not fit (cache holds %d of %d)",
+		                       n_tokens, pos, be ? be->cur_len : 0, be ? be->n_ctx : 0);
+	for (int i = 0; i < n_tokens; i++)
+		if (tokens[i] < 0 || tokens[i] >= be->hp.n_vocab)
+			return ember_error_set(EMBER_ERROR, "cuda forward: token %d at index %d is outside the vocabulary (%d)",
+			                       tokens[i], i, be->hp.n_vocab);
+	if (n_tokens == 1) {
+		if ((rc = set_state(be, tokens[0], pos)) || (rc = decode_step(be)))
+			return rc;
+		if (logits)
+			CUDA_CHECK(cudaMemcpyAsync(logits, be->logits, (size_t)be->hp.n_vocab * 4, cudaMemcpyDeviceToHost, be->stream));
+		if (argmax)
+			CUDA_CHECK(cudaMemcpyAsync(argmax, &be->state->token, 4, cudaMemcpyDeviceToHost, be->stream));
+		CUDA_CHECK(cudaStreamSynchronize(be->stream));
+		be->cur_len = pos + 1;
+		return 0;
+	}
+	be->cur_len = pos; /* positions >= pos are being overwritten */
+	for (int c0 = 0; c0 < n_tokens; c0 += be->chunk) {
+		const int n = n_tokens - c0 < be->chunk ? n_tokens - c0 : be->chunk;
+		if ((rc = prefill_chunk(be, tokens + c0, n, pos + c0)))
+			return rc;
+		if (all_rows && (logits || argmax)) {
+			if ((rc = prefill_logits(be, 0, n, logits, argmax, c0)))
+				return rc;
+		} else if (c0 + n == n_tokens && (logits || argmax)) {
+			if ((rc = prefill_logits(be, n - 1, 1, logits, argmax, 0)))
+				return rc;
+		}
+	}
+	CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	be->cur_len = pos + n_tokens;
+	return 0;
+}
+
+int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, int n_steps, int32_t *out_tokens)
+{
+	int rc;
+	if (!be || !out_tokens || n_steps < 1 || pos < 0 || pos > be->cur_len || n_steps > be->n_ctx - pos)
+		return ember_error_set(EMBER_ERROR, "cuda decode: %d steps at position %d do not fit (cache holds %d of %d)",
+		                       n_steps, pos, be ? be->cur_len : 0, be ? be->n_ctx : 0);
+	if (token < 0 || token >= be->hp.n_vocab)
+		return ember_error_set(EMBER_ERROR, "cuda decode: token %d is outside the vocabulary (%d)", token, be->hp.n_vocab);
+	if ((rc = set_state(be, token, pos)))
+		return rc;
+	for (int i = 0; i < n_steps; i++)
+		if ((rc = decode_step(be)))
+			return rc;
+	CUDA_CHECK(cudaMemcpyAsync(out_tokens, be->out_tokens, (size_t)n_steps * 4, cudaMemcpyDeviceToHost, be->stream));
+	CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	be->cur_len = pos + n_steps;
+	return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * gemv.cu - decode GEMV (see gemv.cuh). One CTA of 4 warps computes 16 output rows.
+ *
+ * Variant "mma" (tiled weights, layout.cuh): each warp walks 16x256 tiles of its rows, turns the
+ * packed quants into exact fp16 integers and multiplies them with the fp16 activations on the
+ * tensor cores (mma.sync m16n8k16, fp32 accumulate; x is copied into all 8 B columns), then applies
+ * the block scale in fp32 once per scale group. Per weight that is ~1 integer op instead of the
+ * ~4 ALU ops of scalar dequantize-and-FMA. Tiles stream through a shared-memory ring filled by
+ * cp.async (rounds of 4 tiles, 3 rounds in flight), the first rounds issued before the input is
+ * staged (and, with EMBER_PDL, before the previous kernel has finished). Variant "simple" (raw GGUF rows): a warp per
+ * row, scalar fp32 dequantize-and-FMA in ggml's formulas; the reference and the fallback.
+ * The input (fp16 x, or RMSNorm of the fp32 residual) is staged in shared memory with per-16
+ * column sums that the mma epilogue needs to remove the 1024 offset and the Q4_K mins.
+ * The shared cores live in gemv_core.cuh; with args.splitk != 0, ember_gemv hands the launch to
+ * the split-K kernel (gemv_splitk.cu) where it applies.
+ */
+#include "gemv.cuh"
+
+#include "gemv_core.cuh"
+#include "gemv_splitk.cuh"
+
+/* ---- the kernel ---- */
+
+/* Computes the 16 rows of tile row rt of `seg` into yout[16] (shared). Contains __syncthreads.
+ * `prefetched`: the first rounds of this row tile were already issued into the ring. */
+static __device__ void compute_rows(const ember_gemv_seg &seg, int rt, int k, int k_pad, const __half *xs,
+                                    const float *sx, float *ys, float *yout, uint8_t *ring, bool prefetched)
+{
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (seg.tiled) {
+		float y0 = 0.0f, y1 = 0.0f;
+		const int kt_count = k_pad / EMBER_TILE_K;
+		const uint8_t *base = tile_base(seg, rt, k_pad);
+		const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
+		if (!prefetched)
+			prefetch_rounds(ring, base, ember_tile_bytes(seg.type), kt_count);
+		switch (seg.type) {
+		case EMBER_T_Q8_0: tiled_stream<EMBER_T_Q8_0>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
+		case EMBER_T_Q4_K: tiled_stream<EMBER_T_Q4_K>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
+		case EMBER_T_Q6_K: tiled_stream<EMBER_T_Q6_K>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
+		}
+		if ((lane & 3) == 0) {
+			ys[warp * 16 + (lane >> 2)] = y0;
+			ys[warp * 16 + (lane >> 2) + 8] = y1;
+		}
+		__syncthreads();
+		if (threadIdx.x < 16) {
+			float y = 0.0f;
+#pragma unroll
+			for (int w = 0; w < GEMV_WARPS; w++)
+				y += ys[w * 16 + threadIdx.x];
+			yout[threadIdx.x] = y;
+		}
+		__syncthreads();
+	} else {
+		const size_t row_bytes = ember_raw_row_bytes(seg.type, k);
+		for (int r16 = warp; r16 < 16; r16 += GEMV_WARPS) {
+			const int row = rt * 16 + r16;
+			float y = 0.0f;
+			if (row < seg.rows)
+				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes, xs, k, lane);
+			if (lane == 0)
+				yout[r16] = y;
+		}
+		__syncthreads();
+	}
+}
+
+template <int IN, int EPI>
+static __global__ void __launch_bounds__(GEMV_THREADS, 4) gemv_kernel(const ember_gemv_args args, int k_pad, int pdl)
+{
+	extern __shared__ __align__(16) unsigned char smem_raw[];
+	uint8_t *ring = smem_raw; /* GEMV_ROUNDS x 4 tiles of the largest tiled type in args */
+	__half *xs = reinterpret_cast<__half *>(smem_raw + args.ring_bytes);
+	float *sx = reinterpret_cast<float *>(smem_raw + args.ring_bytes + (size_t)k_pad * 2);
+	float *red = sx + k_pad / 16;
+	float *ys = red + 32;
+	float *yv = ys + 16 * GEMV_WARPS;
+	const int k = args.k, tid = threadIdx.x;
+
+	/* Weights do not depend on the previous kernel: start streaming the first row tile before
+	 * waiting for it (programmatic dependent launch) and before staging the input. */
+	bool prefetched = false;
+	if ((int)blockIdx.x < args.n_tiles) {
+		int si;
+		const int rt = locate_tile(args, blockIdx.x, EPI == EMBER_GEMV_SWIGLU, &si);
+		if (args.seg[si].tiled) {
+			prefetch_rounds(ring, tile_base(args.seg[si], rt, k_pad), ember_tile_bytes(args.seg[si].type), k_pad / EMBER_TILE_K);
+			prefetched = true;
+		}
+	}
+	if (pdl) {
+		asm volatile("griddepcontrol.launch_dependents;\n" ::);
+		asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	}
+
+	/* Stage the input as fp16 (x for the mma B operand) plus per-16 column sums. The fast path
+	 * moves 16 columns per item with 16-byte loads, several items in flight per thread: a
+	 * scalar loop here costs one L2 round trip per 128 columns and dominated decode time. */
+	const int n_items = k_pad / 16;
+	if (IN == EMBER_GEMV_IN_F16 && (k & 15) == 0 && ((uintptr_t)args.x & 15) == 0) {
+		const uint4 *x4 = static_cast<const uint4 *>(args.x);
+		for (int t0 = tid; t0 < n_items; t0 += 4 * GEMV_THREADS) {
+			uint4 v[4][2];
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * GEMV_THREADS;
+				const bool ok = t < n_items && 16 * t < k;
+				v[u][0] = ok ? x4[2 * t] : make_uint4(0, 0, 0, 0);
+				v[u][1] = ok ? x4[2 * t + 1] : make_uint4(0, 0, 0, 0);
+			}
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * GEMV_THREADS;
+				if (t < n_items) {
+					reinterpret_cast<uint4 *>(xs)[2 * t] = v[u][0];
+					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = v[u][1];
+					float sum = 0.0f;
+#pragma unroll
+					for (int h = 0; h < 2; h++) {
+						const uint32_t w4[4] = {v[u][h].x, v[u][h].y, v[u][h].z, v[u][h].w};
+#pragma unroll
+						for (int i = 0; i < 4; i++) {
+							const float2 f = ember_unpack_half2(w4[i]);
+							sum += f.x + f.y;
+						}
+					}
+					sx[t] = sum;
+				}
+			}
+		}
+	} else if (IN == EMBER_GEMV_IN_RMS && (k & 15) == 0 && (((uintptr_t)args.x | (uintptr_t)args.norm_w) & 15) == 0) {
+		const float4 *x4 = static_cast<const float4 *>(args.x), *w4 = reinterpret_cast<const float4 *>(args.norm_w);
+		float ss = 0.0f;
+		for (int i0 = tid; i0 < k / 4; i0 += 8 * GEMV_THREADS) {
+			float4 v[8];
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+				v[u] = i0 + u * GEMV_THREADS < k / 4 ? x4[i0 + u * GEMV_THREADS] : make_float4(0, 0, 0, 0);
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+				ss += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
+		}
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + args.eps);
+		for (int t0 = tid; t0 < n_items; t0 += 2 * GEMV_THREADS) {
+			float4 xv[2][4], wv[2][4];
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const int t = t0 + u * GEMV_THREADS;
+				const bool ok = t < n_items && 16 * t < k;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
+					wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const int t = t0 + u * GEMV_THREADS;
+				if (t < n_items) {
+					uint32_t packed[8];
+					float sum = 0.0f;
+#pragma unroll
+					for (int i = 0; i < 4; i++) {
+						const float4 a = xv[u][i], b = wv[u][i];
+						packed[2 * i] = ember_pack_half2(a.x * scale * b.x, a.y * scale * b.y);
+						packed[2 * i + 1] = ember_pack_half2(a.z * scale * b.z, a.w * scale * b.w);
+#pragma unroll
+						for (int j = 0; j < 2; j++) {
+							const float2 f = ember_unpack_half2(packed[2 * i + j]);
+							sum += f.x + f.y;
+						}
+					}
+					reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+					sx[t] = sum;
+				}
+			}
+		}
+	} else {
+		/* Generic path (any k, any alignment). */
+		if (IN == EMBER_GEMV_IN_F16) {
+			const __half *x = static_cast<const __half *>(args.x);
+			for (int i = tid; i < k_pad; i += GEMV_THREADS)
+				xs[i] = i < k ? x[i] : __float2half(0.0f);
+		} else {
+			const float *x = static_cast<const float *>(args.x);
+			float ss = 0.0f;
+			for (int i = tid; i < k; i += GEMV_THREADS)
+				ss = fmaf(x[i], x[i], ss);
+			ss = ember_block_sum(ss, red);
+			const float scale = 1.0f / sqrtf(ss / (float)k + args.eps);
+			for (int i = tid; i < k_pad; i += GEMV_THREADS)
+				xs[i] = i < k ? __float2half_rn(x[i] * scale * args.norm_w[i]) : __float2half(0.0f);
+		}
+		__syncthreads();
+		for (int t = tid; t < n_items; t += GEMV_THREADS) {
+			float sum = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 16; i++)
+				sum += __half2float(xs[16 * t + i]);
+			sx[t] = sum;
+		}
+	}
+	__syncthreads();
+
+	/* Grid-stride over row tiles, so a huge matrix (the LM head) stages x once per CTA, not once
+	 * per 16 rows. */
+	unsigned long long best_key = 0;
+	for (int tile = blockIdx.x; tile < args.n_tiles; tile += gridDim.x) {
+		int si;
+		const int rt = locate_tile(args, tile, EPI == EMBER_GEMV_SWIGLU, &si);
+		const ember_gemv_seg &seg = args.seg[si];
+		/* One call site (a loop for the gate/up pair) keeps the register allocation of the
+		 * inlined cores from doubling. */
+		for (int pass = 0; pass < (EPI == EMBER_GEMV_SWIGLU ? 2 : 1); pass++)
+			compute_rows(args.seg[si + pass], rt, k, k_pad, xs, sx, ys, yv + 16 * pass, ring,
+			             prefetched && pass == 0 && tile == (int)blockIdx.x);
+
+		const int row = rt * 16 + tid;
+		if (EPI == EMBER_GEMV_STORE || EPI == EMBER_GEMV_ARGMAX) {
+			if (tid < 16 && row < seg.rows)
+				seg.out[row] = yv[tid];
+		} else if (EPI == EMBER_GEMV_RESID) {
+			if (tid < 16 && row < seg.rows)
+				seg.out[row] += yv[tid];
+		} else if (EPI == EMBER_GEMV_SWIGLU) {
+			if (tid < 16 && row < seg.rows) {
+				const float gte = yv[tid], up = yv[16 + tid];
+				const float silu = gte / (1.0f + expf(-gte));
+				static_cast<__half *>(args.out_h)[row] = __float2half_rn(silu * up);
+			}
+		}
+		if (EPI == EMBER_GEMV_ARGMAX && tid < 16 && row < seg.rows) {
+			const unsigned long long key = argmax_key(yv[tid], row);
+			best_key = key > best_key ? key : best_key;
+		}
+		__syncthreads(); /* yv is rewritten by the next tile */
+	}
+	if (EPI == EMBER_GEMV_ARGMAX)
+		argmax_publish(args, best_key);
+}
+
+/* ---- launcher ---- */
+
+template <int IN, int EPI>
+static int gemv_launch(const ember_gemv_args *a, int grid, int k_pad, size_t smem, cudaStream_t stream)
+{
+	static size_t smem_set = 48 * 1024;
+	if (smem > smem_set) {
+		CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<IN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		smem_set = smem;
+	}
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute attr[1];
+	cfg.gridDim = dim3(grid);
+	cfg.blockDim = dim3(GEMV_THREADS);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_kernel<IN, EPI>, *a, k_pad, a->pdl));
+	CUDA_CHECK_LAUNCH("gemv_kernel");
+	return 0;
+}
+
+template <int IN>
+static int gemv_dispatch_epi(const ember_gemv_args *a, int grid, int k_pad, size_t smem, cudaStream_t stream)
+{
+	switch (a->epi) {
+	case EMBER_GEMV_STORE: return gemv_launch<IN, EMBER_GEMV_STORE>(a, grid, k_pad, smem, stream);
+	case EMBER_GEMV_RESID: return gemv_launch<IN, EMBER_GEMV_RESID>(a, grid, k_pad, smem, stream);
+	case EMBER_GEMV_SWIGLU: return gemv_launch<IN, EMBER_GEMV_SWIGLU>(a, grid, k_pad, smem, stream);
+	case EMBER_GEMV_ARGMAX: return gemv_launch<IN, EMBER_GEMV_ARGMAX>(a, grid, k_pad, smem, stream);
+	}
+	return ember_error_set(EMBER_ERROR, "gemv: unknown epilogue %d", a->epi);
+}
+
+extern "C" int ember_gemv(const struct ember_gemv_args *a_in, cudaStream_t stream)
+{
+	EMBER_REQUIRE(a_in);
+	struct ember_gemv_args args = *a_in, *a = &args;
+	EMBER_REQUIRE(a && a->n_seg >= 1 && a->n_seg <= 3 && a->k > 0 && a->x);
+	EMBER_REQUIRE(a->epi != EMBER_GEMV_SWIGLU || (a->n_seg == 2 && a->seg[0].rows == a->seg[1].rows && a->out_h));
+	EMBER_REQUIRE(a->epi != EMBER_GEMV_ARGMAX || (a->n_seg == 1 && a->state));
+	EMBER_REQUIRE(a->in_mode != EMBER_GEMV_IN_RMS || a->norm_w);
+	EMBER_REQUIRE(a->splitk >= 0 || a->splitk == EMBER_SPLITK_AUTO);
+	int grid = 0;
+	for (int i = 0; i < a->n_seg; i++) {
+		const struct ember_gemv_seg *s = &a->seg[i];
+		EMBER_REQUIRE(s->w && s->rows > 0);
+		EMBER_REQUIRE(a->epi == EMBER_GEMV_SWIGLU || s->out);
+		if (s->tiled)
+			EMBER_REQUIRE(ember_tile_type_supported(s->type));
+		else
+			EMBER_REQUIRE(ember_raw_row_bytes(s->type, a->k) > 0 && a->k % (s->type == EMBER_T_Q8_0 ? 32 : s->type == EMBER_T_Q4_K || s->type == EMBER_T_Q6_K ? 256 : 1) == 0);
+		grid += (s->rows + 15) / 16;
+	}
+	if (a->epi == EMBER_GEMV_SWIGLU)
+		grid = (a->seg[0].rows + 15) / 16;
+	a->n_tiles = grid;
+	size_t ring_tile = 0;
+	for (int i = 0; i < a->n_seg; i++)
+		if (a->seg[i].tiled && ember_tile_bytes(a->seg[i].type) > ring_tile)
+			ring_tile = ember_tile_bytes(a->seg[i].type);
+	a->ring_bytes = (int)(GEMV_ROUNDS * 4 * ring_tile);
+	/* Enough CTAs to fill the GPU several times over; beyond that CTAs loop over tiles. */
+	static int n_sm = 0;
+	if (!n_sm) {
+		int dev = 0, count = 0;
+		CUDA_CHECK(cudaGetDevice(&dev));
+		CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+		n_sm = count > 0 ? count : 80;
+	}
+	const int grid_cap = 16 * n_sm;
+	if (grid > grid_cap)
+		grid = grid_cap;
+	const int k_pad = (a->k + EMBER_TILE_K - 1) / EMBER_TILE_K * EMBER_TILE_K;
+	if (a->splitk != 0) {
+		int ran = 0;
+		const int rc = ember_gemv_splitk(&ran, a, k_pad, n_sm, EMBER_SPLITK_GRID_PER_SM * n_sm, stream);
+		if (rc || ran)
+			return rc;
+	}
+	const size_t smem = (size_t)a->ring_bytes + (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + (32 + 16 * GEMV_WARPS + 32) * 4;
+	if (a->in_mode == EMBER_GEMV_IN_F16)
+		return gemv_dispatch_epi<EMBER_GEMV_IN_F16>(a, grid, k_pad, smem, stream);
+	return gemv_dispatch_epi<EMBER_GEMV_IN_RMS>(a, grid, k_pad, smem, stream);
+}

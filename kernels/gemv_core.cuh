@@ -1,0 +1,365 @@
+/*
+ * gemv_core.cuh - device code shared by the decode GEMV kernels (gemv.cu: one CTA walks all of K;
+ * gemv_splitk.cu: CTAs own K slices): the tiled mma cores per weight type, the cp.async ring
+ * that streams a row tile's 16x256 tiles through shared memory, the scalar raw-row dot product,
+ * and the bookkeeping both kernels share (segment lookup, the greedy-argmax publication).
+ * Internal to kernels/: included only by .cu files.
+ */
+#ifndef EMBER_KERNELS_GEMV_CORE_CUH
+#define EMBER_KERNELS_GEMV_CORE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+#include "gemv.cuh"
+#include "layout.cuh"
+
+#define GEMV_WARPS 4
+#define GEMV_THREADS (GEMV_WARPS * 32)
+
+static __device__ __forceinline__ uint32_t u4get(const uint4 &v, int i)
+{
+	return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+static __device__ __forceinline__ uint32_t u4byte(const uint4 &v, int i)
+{
+	return (u4get(v, i >> 2) >> (8 * (i & 3))) & 0xFFu;
+}
+
+static __device__ __forceinline__ float half_bits_to_float(uint32_t bits)
+{
+	return __half2float(__ushort_as_half((unsigned short)(bits & 0xFFFFu)));
+}
+
+/* ---- tiled (mma) cores ---- */
+
+template <int TYPE> struct tile_regs;
+template <> struct tile_regs<EMBER_T_Q8_0> {
+	uint4 q[8];
+	uint4 d0, d1;
+};
+template <> struct tile_regs<EMBER_T_Q4_K> {
+	uint4 q[4];
+	uint4 scm0, scm1;
+	uint32_t dd0, dd1;
+};
+template <> struct tile_regs<EMBER_T_Q6_K> {
+	uint4 q[4];
+	uint4 hi[2];
+	uint4 sc0, sc1;
+	uint32_t d0, d1;
+};
+
+template <int TYPE> static __device__ __forceinline__ void tile_load(const uint8_t *tile, int lane, tile_regs<TYPE> &t);
+
+template <> __device__ __forceinline__ void tile_load<EMBER_T_Q8_0>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q8_0> &t)
+{
+	const uint4 *v = reinterpret_cast<const uint4 *>(tile);
+	const int gid = lane >> 2;
+#pragma unroll
+	for (int c = 0; c < 8; c++)
+		t.q[c] = v[c * 32 + lane];
+	t.d0 = v[EMBER_Q8_D_OFF / 16 + gid];
+	t.d1 = v[EMBER_Q8_D_OFF / 16 + gid + 8];
+}
+
+template <> __device__ __forceinline__ void tile_load<EMBER_T_Q4_K>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q4_K> &t)
+{
+	const uint4 *v = reinterpret_cast<const uint4 *>(tile);
+	const uint32_t *w = reinterpret_cast<const uint32_t *>(tile);
+	const int gid = lane >> 2;
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		t.q[c] = v[c * 32 + lane];
+	t.scm0 = v[EMBER_Q4K_SCM_OFF / 16 + gid];
+	t.scm1 = v[EMBER_Q4K_SCM_OFF / 16 + gid + 8];
+	t.dd0 = w[EMBER_Q4K_D_OFF / 4 + gid];
+	t.dd1 = w[EMBER_Q4K_D_OFF / 4 + gid + 8];
+}
+
+template <> __device__ __forceinline__ void tile_load<EMBER_T_Q6_K>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q6_K> &t)
+{
+	const uint4 *v = reinterpret_cast<const uint4 *>(tile);
+	const unsigned short *h = reinterpret_cast<const unsigned short *>(tile);
+	const int gid = lane >> 2;
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		t.q[c] = v[c * 32 + lane];
+#pragma unroll
+	for (int c = 0; c < 2; c++)
+		t.hi[c] = v[EMBER_Q6K_HI_OFF / 16 + c * 32 + lane];
+	t.sc0 = v[EMBER_Q6K_SC_OFF / 16 + gid];
+	t.sc1 = v[EMBER_Q6K_SC_OFF / 16 + gid + 8];
+	t.d0 = h[EMBER_Q6K_D_OFF / 2 + gid];
+	t.d1 = h[EMBER_Q6K_D_OFF / 2 + gid + 8];
+}
+
+/* xs32: this tile's 256 fp16 inputs as 128 pairs; sx: its 16 per-step input sums. */
+template <int TYPE>
+static __device__ __forceinline__ void tile_compute(const tile_regs<TYPE> &t, const uint32_t *xs32, const float *sx,
+                                                    int lane, float &y0, float &y1);
+
+template <>
+__device__ __forceinline__ void tile_compute<EMBER_T_Q8_0>(const tile_regs<EMBER_T_Q8_0> &t, const uint32_t *xs32,
+                                                           const float *sx, int lane, float &y0, float &y1)
+{
+	const int g = lane & 3;
+#pragma unroll
+	for (int b = 0; b < 8; b++) {
+		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int s = 2 * b + h;
+			uint32_t a[4];
+			ember_q8_regs(u4get(t.q[b], 2 * h), u4get(t.q[b], 2 * h + 1), a);
+			ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
+		}
+		const float S = sx[2 * b] + sx[2 * b + 1];
+		const float d0 = half_bits_to_float(u4get(t.d0, b >> 1) >> (16 * (b & 1)));
+		const float d1 = half_bits_to_float(u4get(t.d1, b >> 1) >> (16 * (b & 1)));
+		y0 = fmaf(d0, c[0] - 1152.0f * S, y0);
+		y1 = fmaf(d1, c[2] - 1152.0f * S, y1);
+	}
+}
+
+template <>
+__device__ __forceinline__ void tile_compute<EMBER_T_Q4_K>(const tile_regs<EMBER_T_Q4_K> &t, const uint32_t *xs32,
+                                                           const float *sx, int lane, float &y0, float &y1)
+{
+	const int g = lane & 3;
+	const float2 dm0 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd0));
+	const float2 dm1 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd1));
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int s = 2 * j + h;
+			uint32_t a[4];
+			ember_q4k_regs(u4get(t.q[s >> 2], s & 3), a);
+			ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
+		}
+		const float S = sx[2 * j] + sx[2 * j + 1];
+		const float sc0 = ember_u8_to_float(u4byte(t.scm0, j)), m0 = ember_u8_to_float(u4byte(t.scm0, 8 + j));
+		const float sc1 = ember_u8_to_float(u4byte(t.scm1, j)), m1 = ember_u8_to_float(u4byte(t.scm1, 8 + j));
+		y0 += (dm0.x * sc0) * (c[0] - 1024.0f * S) - (dm0.y * m0) * S;
+		y1 += (dm1.x * sc1) * ((c[2] - 1024.0f * S) * 0.0625f) - (dm1.y * m1) * S;
+	}
+}
+
+template <>
+__device__ __forceinline__ void tile_compute<EMBER_T_Q6_K>(const tile_regs<EMBER_T_Q6_K> &t, const uint32_t *xs32,
+                                                           const float *sx, int lane, float &y0, float &y1)
+{
+	const int g = lane & 3;
+	const float d0 = half_bits_to_float(t.d0), d1 = half_bits_to_float(t.d1);
+#pragma unroll
+	for (int s = 0; s < 16; s++) {
+		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		uint32_t a[4];
+		const int wi = s >> 1;
+		const uint32_t hi16 = (u4get(t.hi[wi >> 2], wi & 3) >> (16 * (s & 1))) & 0xFFFFu;
+		ember_q6k_regs(u4get(t.q[s >> 2], s & 3), hi16, a);
+		ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
+		const float S = sx[s];
+		const float sc0 = ember_s8_to_float(u4byte(t.sc0, s)), sc1 = ember_s8_to_float(u4byte(t.sc1, s));
+		y0 = fmaf(d0 * sc0, c[0] - 1056.0f * S, y0);
+		y1 = fmaf(d1 * sc1, (c[2] - 1536.0f * S) * 0.0625f, y1);
+	}
+}
+
+/* ---- streaming tiles through shared memory ----
+ * A CTA's tiles for one row tile are contiguous in memory. They are copied with cp.async in
+ * rounds of 4 tiles (one per warp), GEMV_ROUNDS rounds in flight, so each CTA keeps 8-12 tiles
+ * (20-50 KB) of loads outstanding instead of one chain of dependent loads per warp. */
+#define GEMV_ROUNDS 3
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* Issues round r (tiles 4r..4r+3) of the row tile at `base` into ring slot r % GEMV_ROUNDS and
+ * commits it as one group (an empty group past the last tile keeps the group count uniform). */
+static __device__ __forceinline__ void issue_round(uint8_t *ring, const uint8_t *base, size_t tb, int kt_count, int r)
+{
+	const int t0 = 4 * r;
+	if (t0 < kt_count) {
+		const int nt = kt_count - t0 < 4 ? kt_count - t0 : 4;
+		const int chunks = (int)(nt * tb / 16);
+		uint8_t *dst = ring + (size_t)(r % GEMV_ROUNDS) * 4 * tb;
+		const uint8_t *src = base + (size_t)t0 * tb;
+		for (int c = threadIdx.x; c < chunks; c += GEMV_THREADS)
+			cp_async16(dst + (size_t)c * 16, src + (size_t)c * 16);
+	}
+	cp_async_commit();
+}
+
+static __device__ __forceinline__ void prefetch_rounds(uint8_t *ring, const uint8_t *base, size_t tb, int kt_count)
+{
+#pragma unroll
+	for (int r = 0; r < GEMV_ROUNDS - 1; r++)
+		issue_round(ring, base, tb, kt_count, r);
+}
+
+/* Consumes all rounds of the row tile (the first GEMV_ROUNDS-1 already issued by prefetch_rounds). */
+template <int TYPE>
+static __device__ void tiled_stream(uint8_t *ring, const uint8_t *base, int kt_count, const uint32_t *xs32,
+                                    const float *sx, int warp, int lane, float &y0, float &y1)
+{
+	constexpr size_t tb = TYPE == EMBER_T_Q8_0 ? EMBER_Q8_TILE_BYTES
+	                      : TYPE == EMBER_T_Q4_K ? EMBER_Q4K_TILE_BYTES
+	                                             : EMBER_Q6K_TILE_BYTES;
+	const int n_rounds = (kt_count + 3) / 4;
+	for (int r = 0; r < n_rounds; r++) {
+		issue_round(ring, base, tb, kt_count, r + GEMV_ROUNDS - 1);
+		cp_async_wait<GEMV_ROUNDS - 1>();
+		__syncthreads();
+		const int kt = 4 * r + warp;
+		if (kt < kt_count) {
+			tile_regs<TYPE> t;
+			tile_load<TYPE>(ring + ((size_t)(r % GEMV_ROUNDS) * 4 + warp) * tb, lane, t);
+			tile_compute<TYPE>(t, xs32 + kt * 128, sx + kt * 16, lane, y0, y1);
+		}
+		__syncthreads(); /* the slot is refilled by the next round's copies */
+	}
+}
+
+/* ---- simple (raw GGUF rows) core: one warp per row, ggml's dequantization formulas ---- */
+
+static __device__ float simple_row_dot(int type, const uint8_t *row, const __half *xs, int k, int lane)
+{
+	float acc = 0.0f;
+	switch (type) {
+	case EMBER_T_F32: {
+		const float *w = reinterpret_cast<const float *>(row);
+		for (int e = lane; e < k; e += 32)
+			acc = fmaf(w[e], __half2float(xs[e]), acc);
+		break;
+	}
+	case EMBER_T_F16:
+	case EMBER_T_BF16: {
+		const unsigned short *w = reinterpret_cast<const unsigned short *>(row);
+		for (int e = lane; e < k; e += 32) {
+			const unsigned short b = w[e];
+			const float v = type == EMBER_T_F16 ? __half2float(__ushort_as_half(b)) : __uint_as_float((uint32_t)b << 16);
+			acc = fmaf(v, __half2float(xs[e]), acc);
+		}
+		break;
+	}
+	case EMBER_T_Q8_0:
+		for (int b = lane; b < k / 32; b += 32) {
+			const uint8_t *blk = row + (size_t)b * 34;
+			const float d = half_bits_to_float(blk[0] | (blk[1] << 8));
+			float s = 0.0f;
+			for (int i = 0; i < 32; i++)
+				s = fmaf((float)(int8_t)blk[2 + i], __half2float(xs[32 * b + i]), s);
+			acc = fmaf(d, s, acc);
+		}
+		break;
+	case EMBER_T_Q4_K:
+		for (int b = lane; b < k / 256; b += 32) {
+			const uint8_t *blk = row + (size_t)b * 144;
+			const float d = half_bits_to_float(blk[0] | (blk[1] << 8));
+			const float dmin = half_bits_to_float(blk[2] | (blk[3] << 8));
+			const __half *x = xs + 256 * b;
+			for (int c = 0; c < 4; c++) {
+				int sc, m;
+				ember_raw_q4k_scale_min(blk, 2 * c, &sc, &m);
+				const float d1 = d * sc, m1 = dmin * m;
+				ember_raw_q4k_scale_min(blk, 2 * c + 1, &sc, &m);
+				const float d2 = d * sc, m2 = dmin * m;
+				const uint8_t *q = blk + 16 + 32 * c;
+				for (int l = 0; l < 32; l++) {
+					acc = fmaf(d1 * (q[l] & 0xF) - m1, __half2float(x[64 * c + l]), acc);
+					acc = fmaf(d2 * (q[l] >> 4) - m2, __half2float(x[64 * c + 32 + l]), acc);
+				}
+			}
+		}
+		break;
+	case EMBER_T_Q6_K:
+		for (int b = lane; b < k / 256; b += 32) {
+			const uint8_t *blk = row + (size_t)b * 210;
+			const float d = half_bits_to_float(blk[208] | (blk[209] << 8));
+			const __half *x = xs + 256 * b;
+			for (int e = 0; e < 256; e++) {
+				const float ds = d * (float)(int8_t)blk[192 + e / 16];
+				acc = fmaf(ds * (float)(ember_raw_q6k_q(blk, e) - 32), __half2float(x[e]), acc);
+			}
+		}
+		break;
+	}
+	return ember_warp_sum(acc);
+}
+
+/* ---- bookkeeping shared by the kernels ---- */
+
+static __device__ __forceinline__ int seg_tiles(const ember_gemv_seg &s) { return (s.rows + 15) / 16; }
+
+/* First tile of row tile rt of `seg` (its k_pad / 256 tiles are contiguous). */
+static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg &seg, int rt, int k_pad)
+{
+	return static_cast<const uint8_t *>(seg.w) + (size_t)rt * (k_pad / EMBER_TILE_K) * ember_tile_bytes(seg.type);
+}
+
+static __device__ __forceinline__ unsigned long long argmax_key(float v, int idx)
+{
+	uint32_t u = __float_as_uint(v);
+	u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+	return ((unsigned long long)u << 32) | (unsigned long long)(0xFFFFFFFFu - (uint32_t)idx);
+}
+
+/* Tile row and segment of the CTA's n-th tile (grid-stride order). */
+static __device__ __forceinline__ int locate_tile(const ember_gemv_args &args, int tile, bool swiglu, int *si)
+{
+	int rt = tile;
+	*si = 0;
+	if (!swiglu) {
+		while (*si < args.n_seg - 1 && rt >= seg_tiles(args.seg[*si])) {
+			rt -= seg_tiles(args.seg[*si]);
+			(*si)++;
+		}
+	}
+	return rt;
+}
+
+/* ARGMAX: folds the CTA's best (key, held by warp 0's lanes) into state->best; the last CTA of
+ * the grid (ticket) turns it into the next token, advances the decode state and resets it. */
+static __device__ __forceinline__ void argmax_publish(const ember_gemv_args &args, unsigned long long best_key)
+{
+	const int tid = threadIdx.x;
+	if (tid < 32) {
+		unsigned long long key = best_key;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			const unsigned long long other = __shfl_xor_sync(0xffffffffu, key, o);
+			key = other > key ? other : key;
+		}
+		if (tid == 0) {
+			ember_decode_state *st = args.state;
+			atomicMax(&st->best, key);
+			__threadfence();
+			const uint32_t ticket = atomicAdd(&st->done, 1u);
+			if (ticket == gridDim.x - 1) {
+				/* Last CTA: every other CTA's atomicMax is visible (fence + ticket). */
+				__threadfence();
+				const unsigned long long best = atomicExch(&st->best, 0ull);
+				const int token = (int)(0xFFFFFFFFu - (uint32_t)(best & 0xFFFFFFFFull));
+				const int step = st->step;
+				if (step >= 0 && step < args.out_tokens_cap && args.out_tokens)
+					args.out_tokens[step] = token;
+				st->token = token;
+				st->step = step + 1;
+				st->pos = st->pos + 1;
+				st->done = 0;
+			}
+		}
+	}
+}
+
+#endif

@@ -1,0 +1,774 @@
+/*
+ * test_kernels.c - test_cuda_kernels: every CUDA op against a CPU reference on fresh random
+ * inputs, outputs poisoned (0xFF = NaN) before each launch, with an explicit tolerance per check.
+ * Reference weights come from engine/quant.h (quantize, then dequantize in ggml's formulas); the
+ * references accumulate in double. Exits 77 (CTest skip) when no CUDA device is present.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_decode.cuh"
+#include "attn_prefill.cuh"
+#include "cuda_testutil.h"
+#include "embed.cuh"
+#include "gemm.cuh"
+#include "gemv.cuh"
+#include "layout.cuh"
+#include "quant.h"
+#include "repack.cuh"
+#include "rows.cuh"
+
+/* A random weight matrix: raw bytes (GGUF rows) and its exact dequantization. */
+struct mat {
+	int type, rows, cols;
+	uint8_t *raw;
+	float *deq;
+};
+
+static struct mat make_mat(int type, int rows, int cols)
+{
+	struct mat m = {type, rows, cols, NULL, NULL};
+	const size_t rb = ember_type_bytes(type, cols);
+	float *w = malloc((size_t)cols * 4);
+	m.raw = malloc((size_t)rows * rb);
+	m.deq = malloc((size_t)rows * cols * 4);
+	for (int r = 0; r < rows; r++) {
+		const float scale = 0.05f * (0.5f + (float)urand());
+		for (int k = 0; k < cols; k++)
+			w[k] = nrand() * scale + (type == EMBER_T_Q4_K ? 0.02f : 0.0f);
+		ember_quantize_row((enum ember_type)type, w, m.raw + (size_t)r * rb, cols);
+		ember_dequantize_row((enum ember_type)type, m.raw + (size_t)r * rb, m.deq + (size_t)r * cols, cols);
+	}
+	free(w);
+	return m;
+}
+
+static void free_mat(struct mat *m)
+{
+	free(m->raw);
+	free(m->deq);
+}
+
+/* Device copy of m for the GEMV: tiled (repacked on the device) or raw. */
+static void *dev_mat(const struct mat *m, int tiled)
+{
+	void *raw = dev_upload(m->raw, (size_t)m->rows * ember_type_bytes(m->type, m->cols));
+	if (!tiled)
+		return raw;
+	void *t = dev_poison(ember_repack_bytes(m->type, m->rows, m->cols));
+	MUST(ember_repack_tiles(t, m->type, raw, m->rows, m->cols, 0));
+	MUST(cudaDeviceSynchronize());
+	cudaFree(raw);
+	return t;
+}
+
+static double ref_dot(const struct mat *m, int r, const float *x, double *mag)
+{
+	double acc = 0, a = 0;
+	for (int k = 0; k < m->cols; k++) {
+		acc += (double)m->deq[(size_t)r * m->cols + k] * x[k];
+		a += fabs((double)m->deq[(size_t)r * m->cols + k] * x[k]);
+	}
+	*mag = a;
+	return acc;
+}
+
+static uint16_t *to_half(const float *x, int n, float *rounded)
+{
+	uint16_t *h = malloc((size_t)n * 2);
+	for (int i = 0; i < n; i++) {
+		h[i] = ember_f32_to_fp16(x[i]);
+		if (rounded)
+			rounded[i] = ember_fp16_to_f32(h[i]);
+	}
+	return h;
+}
+
+static void test_gemv_store(int type, int tiled, int rows, int cols)
+{
+	struct mat m = make_mat(type, rows, cols);
+	float *x = malloc((size_t)cols * 4), *xr = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
+	for (int k = 0; k < cols; k++)
+		x[k] = nrand();
+	uint16_t *xh = to_half(x, cols, xr);
+	void *dw = dev_mat(&m, tiled), *dx = dev_upload(xh, (size_t)cols * 2);
+	float *dy = dev_poison((size_t)rows * 4);
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	a.seg[0] = (struct ember_gemv_seg){dw, type, tiled, rows, dy};
+	a.n_seg = 1;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_F16;
+	a.x = dx;
+	a.epi = EMBER_GEMV_STORE;
+	MUST(ember_gemv(&a, 0));
+	dev_download(y, dy, (size_t)rows * 4);
+	double worst = 0;
+	for (int r = 0; r < rows; r++) {
+		double mag, ref = ref_dot(&m, r, xr, &mag);
+		const double err = fabs(y[r] - ref) / (mag + 1e-12);
+		if (!(err <= worst))
+			worst = isnan(err) ? INFINITY : (err > worst ? err : worst);
+	}
+	printf("gemv %-5s %-6s %3dx%-4d store: max rel err %.2e\n", ember_type_name((enum ember_type)type),
+	       tiled ? "tiled" : "raw", rows, cols, worst);
+	CHECK(worst < 1e-4, "gemv %s %s: rel err %.3g >= 1e-4", ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", worst);
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dy);
+	free(x);
+	free(xr);
+	free(xh);
+	free(y);
+	free_mat(&m);
+}
+
+/* RMSNorm input on the CPU, rounded to fp16 like the kernel's staging. */
+static void rms_ref(const float *x, const float *w, int n, float eps, float *out)
+{
+	double ss = 0;
+	for (int i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+	for (int i = 0; i < n; i++)
+		out[i] = ember_fp16_to_f32(ember_f32_to_fp16(x[i] * scale * w[i]));
+}
+
+static void test_gemv_fused(void)
+{
+	const int cols = 768, rows = 40;
+	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
+	for (int k = 0; k < cols; k++) {
+		x[k] = nrand() * 3.0f;
+		nw[k] = 1.0f + 0.2f * nrand();
+	}
+	rms_ref(x, nw, cols, 1e-6f, xn);
+	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4);
+
+	/* Three segments of different types and sizes (the QKV launch), RMS input. */
+	struct mat ms[3] = {make_mat(EMBER_T_Q4_K, 32, cols), make_mat(EMBER_T_Q4_K, 17, cols), make_mat(EMBER_T_Q6_K, 24, cols)};
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	void *dws[3];
+	float *dys[3];
+	for (int i = 0; i < 3; i++) {
+		dws[i] = dev_mat(&ms[i], 1);
+		dys[i] = dev_poison((size_t)ms[i].rows * 4);
+		a.seg[i] = (struct ember_gemv_seg){dws[i], ms[i].type, 1, ms[i].rows, dys[i]};
+	}
+	a.n_seg = 3;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_RMS;
+	a.x = dx;
+	a.norm_w = dnw;
+	a.eps = 1e-6f;
+	a.epi = EMBER_GEMV_STORE;
+	MUST(ember_gemv(&a, 0));
+	double worst = 0;
+	for (int i = 0; i < 3; i++) {
+		float y[32];
+		dev_download(y, dys[i], (size_t)ms[i].rows * 4);
+		for (int r = 0; r < ms[i].rows; r++) {
+			double mag, ref = ref_dot(&ms[i], r, xn, &mag);
+			double err = fabs(y[r] - ref) / (mag + 1e-12);
+			worst = isnan(err) || err > worst ? (isnan(err) ? INFINITY : err) : worst;
+		}
+	}
+	printf("gemv 3 segments (Q4_K, Q4_K, Q6_K) rms input: max rel err %.2e\n", worst);
+	CHECK(worst < 1e-3, "gemv multi-segment rms: rel err %.3g", worst);
+
+	/* Residual epilogue: out += W x (fp16 input). */
+	{
+		float *res = malloc(rows * 4), *got = malloc(rows * 4);
+		struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
+		for (int r = 0; r < rows; r++)
+			res[r] = nrand();
+		float *xr = malloc(cols * 4);
+		uint16_t *xh = to_half(x, cols, xr);
+		void *dw = dev_mat(&m, 1), *dxh = dev_upload(xh, cols * 2);
+		float *dres = dev_upload(res, rows * 4);
+		memset(&a, 0, sizeof(a));
+		a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dres};
+		a.n_seg = 1;
+		a.k = cols;
+		a.in_mode = EMBER_GEMV_IN_F16;
+		a.x = dxh;
+		a.epi = EMBER_GEMV_RESID;
+		MUST(ember_gemv(&a, 0));
+		dev_download(got, dres, rows * 4);
+		double w2 = 0;
+		for (int r = 0; r < rows; r++) {
+			double mag, ref = res[r] + ref_dot(&m, r, xr, &mag);
+			double err = fabs(got[r] - ref) / (mag + fabs(res[r]) + 1e-12);
+			w2 = isnan(err) ? INFINITY : (err > w2 ? err : w2);
+		}
+		printf("gemv residual epilogue: max rel err %.2e\n", w2);
+		CHECK(w2 < 1e-4, "gemv residual: rel err %.3g", w2);
+		cudaFree(dw);
+		cudaFree(dxh);
+		cudaFree(dres);
+		free(res);
+		free(got);
+		free(xr);
+		free(xh);
+		free_mat(&m);
+	}
+
+	/* SwiGLU epilogue: gate (Q4_K tiled) and up (Q6_K raw) share the RMS input. */
+	{
+		struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
+		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, 0);
+		void *dh = dev_poison(rows * 2);
+		memset(&a, 0, sizeof(a));
+		a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
+		a.seg[1] = (struct ember_gemv_seg){du, um.type, 0, rows, NULL};
+		a.n_seg = 2;
+		a.k = cols;
+		a.in_mode = EMBER_GEMV_IN_RMS;
+		a.x = dx;
+		a.norm_w = dnw;
+		a.eps = 1e-6f;
+		a.epi = EMBER_GEMV_SWIGLU;
+		a.out_h = dh;
+		MUST(ember_gemv(&a, 0));
+		uint16_t h[64];
+		dev_download(h, dh, rows * 2);
+		double w3 = 0;
+		for (int r = 0; r < rows; r++) {
+			double mg, mu, g = ref_dot(&gm, r, xn, &mg), u = ref_dot(&um, r, xn, &mu);
+			const double ref = g / (1 + exp(-g)) * u;
+			const double err = fabs(ember_fp16_to_f32(h[r]) - ref) / (fabs(ref) + 1e-3 * (mg + mu) + 1e-6);
+			w3 = isnan(err) ? INFINITY : (err > w3 ? err : w3);
+		}
+		printf("gemv swiglu epilogue: max rel err %.2e\n", w3);
+		CHECK(w3 < 3e-3, "gemv swiglu: rel err %.3g", w3);
+		cudaFree(dg);
+		cudaFree(du);
+		cudaFree(dh);
+		free_mat(&gm);
+		free_mat(&um);
+	}
+	for (int i = 0; i < 3; i++) {
+		cudaFree(dws[i]);
+		cudaFree(dys[i]);
+		free_mat(&ms[i]);
+	}
+	cudaFree(dx);
+	cudaFree(dnw);
+	free(x);
+	free(nw);
+	free(xn);
+}
+
+static void test_gemv_argmax(void)
+{
+	const int rows = 1000, cols = 256;
+	struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
+	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
+	for (int k = 0; k < cols; k++) {
+		x[k] = nrand();
+		nw[k] = 1.0f;
+	}
+	rms_ref(x, nw, cols, 1e-6f, xn);
+	int best = 0;
+	double bestv = -1e30, second = -1e30;
+	for (int r = 0; r < rows; r++) {
+		double mag, v = ref_dot(&m, r, xn, &mag);
+		if (v > bestv) {
+			second = bestv;
+			bestv = v;
+			best = r;
+		} else if (v > second) {
+			second = v;
+		}
+	}
+	void *dw = dev_mat(&m, 1);
+	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4), *dl = dev_poison(rows * 4);
+	struct ember_decode_state st0 = {5, 7, 3, 0, 0}, st;
+	struct ember_decode_state *dst = dev_upload(&st0, sizeof(st0));
+	int32_t *dout = dev_poison(10 * 4), out[10];
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dl};
+	a.n_seg = 1;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_RMS;
+	a.x = dx;
+	a.norm_w = dnw;
+	a.eps = 1e-6f;
+	a.epi = EMBER_GEMV_ARGMAX;
+	a.state = dst;
+	a.out_tokens = dout;
+	a.out_tokens_cap = 10;
+	MUST(ember_gemv(&a, 0));
+	MUST(ember_gemv(&a, 0)); /* second run: the last CTA must have reset best/done */
+	dev_download(&st, dst, sizeof(st));
+	dev_download(out, dout, sizeof(out));
+	printf("gemv argmax: token %d (ref %d, margin %.2e), pos %d step %d\n", st.token, best, bestv - second, st.pos, st.step);
+	if (bestv - second > 1e-3)
+		CHECK(st.token == best && out[3] == best && out[4] == best, "argmax %d/%d/%d, expected %d", st.token, out[3], out[4], best);
+	CHECK(st.pos == 9 && st.step == 5 && st.done == 0 && st.best == 0, "decode state not advanced/reset: pos %d step %d done %u",
+	      st.pos, st.step, st.done);
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dnw);
+	cudaFree(dl);
+	cudaFree(dst);
+	cudaFree(dout);
+	free(x);
+	free(nw);
+	free(xn);
+	free_mat(&m);
+}
+
+static void test_dequant_embed(int type, int rows, int cols)
+{
+	struct mat m = make_mat(type, rows, cols);
+	const size_t rb = ember_type_bytes(type, cols);
+	void *draw = dev_upload(m.raw, (size_t)rows * rb);
+	uint16_t *dh = dev_poison((size_t)rows * cols * 2), *h = malloc((size_t)rows * cols * 2);
+	MUST(ember_dequant_f16(dh, type, draw, rows, cols, 0));
+	dev_download(h, dh, (size_t)rows * cols * 2);
+	int bad = 0;
+	for (size_t i = 0; i < (size_t)rows * cols; i++)
+		bad += h[i] != ember_f32_to_fp16(m.deq[i]);
+	CHECK(bad == 0, "dequant_f16 %s: %d of %zu values differ from fp16(CPU dequant)", ember_type_name((enum ember_type)type), bad,
+	      (size_t)rows * cols);
+	const int32_t toks[4] = {3, 0, rows - 1, -1};
+	int32_t *dt = dev_upload(toks, sizeof(toks));
+	float *de = dev_poison(4 * (size_t)cols * 4), *e = malloc(4 * (size_t)cols * 4);
+	MUST(ember_embed_rows(de, type, draw, cols, rows, dt, 4, 0));
+	dev_download(e, de, 4 * (size_t)cols * 4);
+	int bad_e = 0;
+	for (int t = 0; t < 4; t++)
+		for (int k = 0; k < cols; k++) {
+			const float want = toks[t] >= 0 ? m.deq[(size_t)toks[t] * cols + k] : 0.0f;
+			bad_e += memcmp(&e[(size_t)t * cols + k], &want, 4) != 0;
+		}
+	printf("dequant_f16 / embed %-5s: %d / %d mismatches\n", ember_type_name((enum ember_type)type), bad, bad_e);
+	CHECK(bad_e == 0, "embed %s: %d values not bit-identical to the CPU", ember_type_name((enum ember_type)type), bad_e);
+	cudaFree(draw);
+	cudaFree(dh);
+	cudaFree(dt);
+	cudaFree(de);
+	free(h);
+	free(e);
+	free_mat(&m);
+}
+
+/* ---- attention ---- */
+
+static void rope_tables(int n_ctx, int D, float **c, float **s)
+{
+	*c = malloc((size_t)n_ctx * D / 2 * 4);
+	*s = malloc((size_t)n_ctx * D / 2 * 4);
+	for (int p = 0; p < n_ctx; p++)
+		for (int i = 0; i < D / 2; i++) {
+			const double ang = (double)p * pow(1e6, -2.0 * i / D);
+			(*c)[(size_t)p * D / 2 + i] = (float)cos(ang);
+			(*s)[(size_t)p * D / 2 + i] = (float)sin(ang);
+		}
+}
+
+static void norm_rope(const float *x, const float *w, int D, const float *cs, const float *sn, double *out)
+{
+	double ss = 0;
+	for (int i = 0; i < D; i++)
+		ss += (double)x[i] * x[i];
+	const double sc = 1.0 / sqrt(ss / D + 1e-6);
+	double t[256];
+	for (int i = 0; i < D; i++)
+		t[i] = x[i] * sc * w[i];
+	for (int i = 0; i < D / 2; i++) {
+		out[i] = t[i] * cs[i] - t[i + D / 2] * sn[i];
+		out[i + D / 2] = t[i + D / 2] * cs[i] + t[i] * sn[i];
+	}
+}
+
+/* out[D] = softmax(q . K[0..n) / sqrt(D)) V, keys/values as fp16 bits [n][D]. */
+static void attn_ref(const double *q, const uint16_t *K, const uint16_t *V, int n, int D, double *out)
+{
+	double *s = malloc((size_t)n * sizeof(double)), mx = -1e300, l = 0;
+	for (int p = 0; p < n; p++) {
+		double acc = 0;
+		for (int d = 0; d < D; d++)
+			acc += q[d] * ember_fp16_to_f32(K[(size_t)p * D + d]);
+		s[p] = acc / sqrt((double)D);
+		mx = s[p] > mx ? s[p] : mx;
+	}
+	for (int d = 0; d < D; d++)
+		out[d] = 0;
+	for (int p = 0; p < n; p++) {
+		const double e = exp(s[p] - mx);
+		l += e;
+		for (int d = 0; d < D; d++)
+			out[d] += e * ember_fp16_to_f32(V[(size_t)p * D + d]);
+	}
+	for (int d = 0; d < D; d++)
+		out[d] /= l;
+	free(s);
+}
+
+static void test_attn_decode(int D, int G, int pos, int n_split)
+{
+	const int n_kv = 2, n_head = n_kv * G, n_ctx = 1200;
+	const size_t cache_elems = (size_t)n_kv * n_ctx * D;
+	uint16_t *K = malloc(cache_elems * 2), *V = malloc(cache_elems * 2);
+	for (size_t i = 0; i < cache_elems; i++) {
+		const size_t p = (i / D) % n_ctx;
+		K[i] = p < (size_t)pos ? ember_f32_to_fp16(nrand()) : 0xFFFF; /* NaN beyond: must not be read */
+		V[i] = p < (size_t)pos ? ember_f32_to_fp16(nrand()) : 0xFFFF;
+	}
+	float *q = malloc((size_t)n_head * D * 4), *k = malloc((size_t)n_kv * D * 4), *v = malloc((size_t)n_kv * D * 4);
+	float qn[128], kn[128];
+	for (int i = 0; i < n_head * D; i++)
+		q[i] = nrand();
+	for (int i = 0; i < n_kv * D; i++) {
+		k[i] = nrand();
+		v[i] = nrand();
+	}
+	for (int i = 0; i < D; i++) {
+		qn[i] = 1.5f + 0.1f * nrand();
+		kn[i] = 1.5f + 0.1f * nrand();
+	}
+	float *cs, *sn;
+	rope_tables(n_ctx, D, &cs, &sn);
+	struct ember_decode_state st = {0, pos, 0, 0, 0};
+	struct ember_attn_args a;
+	memset(&a, 0, sizeof(a));
+	a.head_dim = D;
+	a.n_head = n_head;
+	a.n_kv = n_kv;
+	a.n_ctx = n_ctx;
+	a.k_cache = dev_upload(K, cache_elems * 2);
+	a.v_cache = dev_upload(V, cache_elems * 2);
+	a.out = dev_poison((size_t)n_head * D * 2);
+	a.q = dev_upload(q, (size_t)n_head * D * 4);
+	a.k = dev_upload(k, (size_t)n_kv * D * 4);
+	a.v = dev_upload(v, (size_t)n_kv * D * 4);
+	a.q_norm = dev_upload(qn, D * 4);
+	a.k_norm = dev_upload(kn, D * 4);
+	a.eps = 1e-6f;
+	a.rope_cos = dev_upload(cs, (size_t)n_ctx * D / 2 * 4);
+	a.rope_sin = dev_upload(sn, (size_t)n_ctx * D / 2 * 4);
+	a.state = dev_upload(&st, sizeof(st));
+	a.n_split = n_split;
+	a.part_o = dev_poison((size_t)n_kv * n_split * G * D * 4);
+	a.part_ml = dev_poison((size_t)n_kv * n_split * G * 2 * 4);
+	a.counters = dev_poison(n_kv * 4);
+	MUST(cudaMemset(a.counters, 0, n_kv * 4));
+	MUST(ember_attn_decode(&a, 0));
+	uint16_t *out = malloc((size_t)n_head * D * 2), *K2 = malloc(cache_elems * 2), *V2 = malloc(cache_elems * 2);
+	uint32_t counters[2];
+	dev_download(out, a.out, (size_t)n_head * D * 2);
+	dev_download(K2, a.k_cache, cache_elems * 2);
+	dev_download(V2, a.v_cache, cache_elems * 2);
+	dev_download(counters, a.counters, sizeof(counters));
+	/* Reference: append the new key/value, then attend over positions 0..pos. */
+	double worst = 0, worst_kv = 0, ref[128], qr[128], kr[128];
+	for (int h = 0; h < n_kv; h++) {
+		norm_rope(k + (size_t)h * D, kn, D, cs + (size_t)pos * D / 2, sn + (size_t)pos * D / 2, kr);
+		for (int d = 0; d < D; d++) {
+			const size_t at = ((size_t)h * n_ctx + pos) * D + d;
+			worst_kv = fmax(worst_kv, fabs(ember_fp16_to_f32(K2[at]) - kr[d]) / (fabs(kr[d]) + 1e-2));
+			worst_kv = fmax(worst_kv, fabs(ember_fp16_to_f32(V2[at]) - v[(size_t)h * D + d]) / (fabs(v[(size_t)h * D + d]) + 1e-2));
+			K[at] = ember_f32_to_fp16((float)kr[d]);
+			V[at] = ember_f32_to_fp16(v[(size_t)h * D + d]);
+		}
+		for (int g = 0; g < G; g++) {
+			const int hq = h * G + g;
+			norm_rope(q + (size_t)hq * D, qn, D, cs + (size_t)pos * D / 2, sn + (size_t)pos * D / 2, qr);
+			attn_ref(qr, K + (size_t)h * n_ctx * D, V + (size_t)h * n_ctx * D, pos + 1, D, ref);
+			for (int d = 0; d < D; d++) {
+				const double e = fabs(ember_fp16_to_f32(out[(size_t)hq * D + d]) - ref[d]);
+				worst = isnan(e) ? INFINITY : fmax(worst, e);
+			}
+		}
+	}
+	printf("attn decode D=%d G=%d pos=%d splits=%d: max abs err %.2e, appended K/V rel err %.2e\n", D, G, pos, n_split, worst,
+	       worst_kv);
+	CHECK(worst < 4e-3, "attn decode D=%d G=%d pos=%d splits=%d: err %.3g", D, G, pos, n_split, worst);
+	CHECK(worst_kv < 2e-3, "attn decode appended K/V wrong (rel %.3g)", worst_kv);
+	CHECK(counters[0] == 0 && counters[1] == 0, "split counters not reset: %u %u", counters[0], counters[1]);
+	void *bufs[] = {a.k_cache, a.v_cache, a.out, (void *)a.q, (void *)a.k, (void *)a.v, (void *)a.q_norm, (void *)a.k_norm,
+	                (void *)a.rope_cos, (void *)a.rope_sin, (void *)a.state, a.part_o, a.part_ml, a.counters};
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		cudaFree(bufs[i]);
+	free(K);
+	free(V);
+	free(K2);
+	free(V2);
+	free(q);
+	free(k);
+	free(v);
+	free(cs);
+	free(sn);
+	free(out);
+}
+
+/* Multi-token attention: the flash (mma) kernel and the per-token fallback against the CPU. */
+static void test_attn_prefill(int D, int G, int T, int pos0, int use_fa)
+{
+	const int n_kv = 2, n_head = n_kv * G, n_ctx = 512, n_keys = pos0 + T;
+	const size_t cache_elems = (size_t)n_kv * n_ctx * D;
+	uint16_t *K = malloc(cache_elems * 2), *V = malloc(cache_elems * 2), *Q = malloc((size_t)T * n_head * D * 2);
+	for (size_t i = 0; i < cache_elems; i++) {
+		const int p = (int)((i / D) % n_ctx);
+		K[i] = p < n_keys ? ember_f32_to_fp16(nrand()) : 0xFFFF;
+		V[i] = p < n_keys ? ember_f32_to_fp16(nrand()) : 0xFFFF;
+	}
+	for (size_t i = 0; i < (size_t)T * n_head * D; i++)
+		Q[i] = ember_f32_to_fp16(nrand());
+	void *dK = dev_upload(K, cache_elems * 2), *dV = dev_upload(V, cache_elems * 2), *dQ = dev_upload(Q, (size_t)T * n_head * D * 2);
+	void *dO = dev_poison((size_t)T * n_head * D * 2);
+	if (use_fa) {
+		struct ember_fa_args fa = {dQ, dK, dV, dO, T, pos0, n_head, n_kv, n_ctx, D};
+		MUST(ember_attn_prefill(&fa, 0));
+	} else {
+		struct ember_attn_args a;
+		memset(&a, 0, sizeof(a));
+		a.head_dim = D;
+		a.n_head = n_head;
+		a.n_kv = n_kv;
+		a.n_ctx = n_ctx;
+		a.k_cache = dK;
+		a.v_cache = dV;
+		a.out = dO;
+		a.q_prepped = dQ;
+		a.n_tokens = T;
+		a.pos0 = pos0;
+		MUST(ember_attn_decode(&a, 0));
+	}
+	uint16_t *O = malloc((size_t)T * n_head * D * 2);
+	dev_download(O, dO, (size_t)T * n_head * D * 2);
+	double worst = 0, qd[128], ref[128];
+	for (int t = 0; t < T; t++)
+		for (int hq = 0; hq < n_head; hq++) {
+			for (int d = 0; d < D; d++)
+				qd[d] = ember_fp16_to_f32(Q[((size_t)t * n_head + hq) * D + d]);
+			const int h = hq / G;
+			attn_ref(qd, K + (size_t)h * n_ctx * D, V + (size_t)h * n_ctx * D, pos0 + t + 1, D, ref);
+			for (int d = 0; d < D; d++) {
+				const double e = fabs(ember_fp16_to_f32(O[((size_t)t * n_head + hq) * D + d]) - ref[d]);
+				worst = isnan(e) ? INFINITY : fmax(worst, e);
+			}
+		}
+	printf("attn %s D=%d G=%d T=%d pos0=%d: max abs err %.2e\n", use_fa ? "prefill(mma)" : "per-token", D, G, T, pos0, worst);
+	CHECK(worst < (use_fa ? 8e-3 : 4e-3), "attn %s D=%d T=%d pos0=%d: err %.3g", use_fa ? "flash" : "per-token", D, T, pos0, worst);
+	cudaFree(dK);
+	cudaFree(dV);
+	cudaFree(dQ);
+	cudaFree(dO);
+	free(K);
+	free(V);
+	free(Q);
+	free(O);
+}
+
+static void test_rows(void)
+{
+	/* rmsnorm rows */
+	const int R = 3, N = 300;
+	float x[3 * 300], w[300], xn[300];
+	for (int i = 0; i < R * N; i++)
+		x[i] = nrand() * 2;
+	for (int i = 0; i < N; i++)
+		w[i] = 1 + 0.1f * nrand();
+	float *dx = dev_upload(x, sizeof(x)), *dw = dev_upload(w, sizeof(w));
+	uint16_t *dout = dev_poison(R * N * 2), out[3 * 300];
+	MUST(ember_rmsnorm_rows(dout, dx, dw, R, N, 1e-6f, 0));
+	dev_download(out, dout, sizeof(out));
+	double worst = 0;
+	for (int r = 0; r < R; r++) {
+		rms_ref(x + r * N, w, N, 1e-6f, xn);
+		for (int i = 0; i < N; i++)
+			worst = fmax(worst, fabs(ember_fp16_to_f32(out[r * N + i]) - xn[i]) / (fabs(xn[i]) + 1e-3));
+	}
+	CHECK(worst < 2e-3, "rmsnorm rows: rel err %.3g", worst);
+
+	/* swiglu rows */
+	const int F = 100;
+	float gu[2 * 2 * 100];
+	for (int i = 0; i < 400; i++)
+		gu[i] = nrand() * 3;
+	float *dgu = dev_upload(gu, sizeof(gu));
+	uint16_t *dh = dev_poison(2 * F * 2), h[200];
+	MUST(ember_swiglu_rows(dh, dgu, 2, F, 0));
+	dev_download(h, dh, sizeof(h));
+	double w2 = 0;
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < F; i++) {
+			const double g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], ref = g / (1 + exp(-g)) * u;
+			w2 = fmax(w2, fabs(ember_fp16_to_f32(h[r * F + i]) - ref) / (fabs(ref) + 1e-3));
+		}
+	CHECK(w2 < 2e-3, "swiglu rows: rel err %.3g", w2);
+
+	/* argmax rows, with a tie that must go to the lower index */
+	const int C = 5000;
+	float *lg = malloc(3 * C * 4);
+	for (int i = 0; i < 3 * C; i++)
+		lg[i] = nrand();
+	lg[0 * C + 4321] = 50;
+	lg[1 * C + 17] = 60;
+	lg[1 * C + 4000] = 60;
+	lg[2 * C + C - 1] = 70;
+	float *dl = dev_upload(lg, 3 * C * 4);
+	int32_t *da = dev_poison(12), am[3];
+	MUST(ember_argmax_rows(da, dl, 3, C, 0));
+	dev_download(am, da, sizeof(am));
+	CHECK(am[0] == 4321 && am[1] == 17 && am[2] == C - 1, "argmax rows: %d %d %d", am[0], am[1], am[2]);
+	printf("rows: rmsnorm rel err %.2e, swiglu rel err %.2e, argmax %d %d %d\n", worst, w2, am[0], am[1], am[2]);
+
+	/* q/k norm + rope rows with the cache append */
+	const int D = 64, T = 5, pos0 = 3, nh = 4, nkv = 2, n_ctx = 16;
+	const int width = (nh + 2 * nkv) * D;
+	float *qkv = malloc((size_t)T * width * 4), qn[64], kn[64], *cs, *sn;
+	for (int i = 0; i < T * width; i++)
+		qkv[i] = nrand();
+	for (int i = 0; i < D; i++) {
+		qn[i] = 1.2f + 0.1f * nrand();
+		kn[i] = 0.9f + 0.1f * nrand();
+	}
+	rope_tables(n_ctx, D, &cs, &sn);
+	struct ember_qk_rope_args ra = {dev_upload(qkv, (size_t)T * width * 4), dev_upload(qn, sizeof(qn)), dev_upload(kn, sizeof(kn)),
+	                                1e-6f, dev_upload(cs, (size_t)n_ctx * D / 2 * 4), dev_upload(sn, (size_t)n_ctx * D / 2 * 4),
+	                                T, pos0, nh, nkv, D, n_ctx, dev_poison((size_t)T * nh * D * 2),
+	                                dev_poison((size_t)nkv * n_ctx * D * 2), dev_poison((size_t)nkv * n_ctx * D * 2)};
+	MUST(ember_qk_norm_rope_rows(&ra, 0));
+	uint16_t *qo = malloc((size_t)T * nh * D * 2), *kc = malloc((size_t)nkv * n_ctx * D * 2), *vc = malloc((size_t)nkv * n_ctx * D * 2);
+	dev_download(qo, ra.q_out, (size_t)T * nh * D * 2);
+	dev_download(kc, ra.k_cache, (size_t)nkv * n_ctx * D * 2);
+	dev_download(vc, ra.v_cache, (size_t)nkv * n_ctx * D * 2);
+	double w3 = 0, ref[64];
+	for (int t = 0; t < T; t++) {
+		const int p = pos0 + t;
+		for (int hh = 0; hh < nh + 2 * nkv; hh++) {
+			const float *src = qkv + (size_t)t * width + hh * D;
+			const uint16_t *got;
+			if (hh < nh) {
+				norm_rope(src, qn, D, cs + p * D / 2, sn + p * D / 2, ref);
+				got = qo + ((size_t)t * nh + hh) * D;
+			} else if (hh < nh + nkv) {
+				norm_rope(src, kn, D, cs + p * D / 2, sn + p * D / 2, ref);
+				got = kc + ((size_t)(hh - nh) * n_ctx + p) * D;
+			} else {
+				for (int d = 0; d < D; d++)
+					ref[d] = src[d];
+				got = vc + ((size_t)(hh - nh - nkv) * n_ctx + p) * D;
+			}
+			for (int d = 0; d < D; d++)
+				w3 = fmax(w3, fabs(ember_fp16_to_f32(got[d]) - ref[d]) / (fabs(ref[d]) + 1e-2));
+		}
+	}
+	printf("rows: q/k norm + rope + append rel err %.2e\n", w3);
+	CHECK(w3 < 2e-3, "qk norm rope rows: rel err %.3g", w3);
+	cudaFree(dx);
+	cudaFree(dw);
+	cudaFree(dout);
+	cudaFree(dgu);
+	cudaFree(dh);
+	cudaFree(dl);
+	cudaFree(da);
+	free(lg);
+	free(qkv);
+	free(cs);
+	free(sn);
+	free(qo);
+	free(kc);
+	free(vc);
+}
+
+static void test_gemm(void)
+{
+	const int n_out = 96, n_tok = 33, k = 256;
+	float *w = malloc(n_out * k * 4), *x = malloc(n_tok * k * 4), *y0 = malloc(n_tok * n_out * 4), *y = malloc(n_tok * n_out * 4);
+	for (int i = 0; i < n_out * k; i++)
+		w[i] = nrand() * 0.1f;
+	for (int i = 0; i < n_tok * k; i++)
+		x[i] = nrand();
+	for (int i = 0; i < n_tok * n_out; i++)
+		y0[i] = nrand();
+	float *wr = malloc(n_out * k * 4), *xr = malloc(n_tok * k * 4);
+	uint16_t *wh = to_half(w, n_out * k, wr), *xh = to_half(x, n_tok * k, xr);
+	void *h = NULL;
+	MUST(ember_gemm_create(&h, 0));
+	void *dw = dev_upload(wh, n_out * k * 2), *dxh = dev_upload(xh, n_tok * k * 2);
+	float *dy = dev_upload(y0, n_tok * n_out * 4);
+	MUST(ember_gemm_f16(h, dw, dxh, dy, n_out, n_tok, k, n_out, 1.0f));
+	dev_download(y, dy, n_tok * n_out * 4);
+	double worst = 0;
+	for (int t = 0; t < n_tok; t++)
+		for (int r = 0; r < n_out; r++) {
+			double acc = y0[t * n_out + r], mag = fabs(y0[t * n_out + r]);
+			for (int i = 0; i < k; i++) {
+				acc += (double)wr[r * k + i] * xr[t * k + i];
+				mag += fabs((double)wr[r * k + i] * xr[t * k + i]);
+			}
+			worst = fmax(worst, fabs(y[t * n_out + r] - acc) / mag);
+		}
+	printf("gemm f16 (beta 1): max rel err %.2e\n", worst);
+	CHECK(worst < 1e-4, "gemm: rel err %.3g", worst);
+	ember_gemm_destroy(h);
+	cudaFree(dw);
+	cudaFree(dxh);
+	cudaFree(dy);
+	free(w);
+	free(x);
+	free(y0);
+	free(y);
+	free(wr);
+	free(xr);
+	free(wh);
+	free(xh);
+}
+
+static void test_errors(void)
+{
+	/* Launchers reject bad shapes with an error, not a crash. */
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	CHECK(ember_gemv(&a, 0) != 0 && strstr(ember_error_last(), "precondition"), "gemv accepted an empty launch");
+	struct ember_fa_args fa = {0};
+	fa.head_dim = 96;
+	CHECK(ember_attn_prefill(&fa, 0) != 0, "flash attention accepted NULL buffers");
+}
+
+int main(void)
+{
+	require_gpu_or_skip("test_cuda_kernels");
+	const int types[] = {EMBER_T_Q8_0, EMBER_T_Q4_K, EMBER_T_Q6_K};
+	for (int i = 0; i < 3; i++) {
+		const int cols = types[i] == EMBER_T_Q8_0 ? 320 : 512;
+		test_gemv_store(types[i], 1, 50, cols);
+		test_gemv_store(types[i], 0, 50, cols);
+		test_dequant_embed(types[i], 20, cols);
+	}
+	test_gemv_store(EMBER_T_Q4_K, 1, 300, 4096); /* several k-tiles per warp (prefetch path) */
+	test_gemv_store(EMBER_T_F16, 0, 40, 200);
+	test_gemv_store(EMBER_T_BF16, 0, 40, 200);
+	test_gemv_store(EMBER_T_F32, 0, 40, 200);
+	test_dequant_embed(EMBER_T_F16, 20, 200);
+	test_dequant_embed(EMBER_T_BF16, 20, 200);
+	test_gemv_fused();
+	test_gemv_argmax();
+	test_attn_decode(128, 4, 0, 33);
+	test_attn_decode(128, 4, 1100, 33);
+	test_attn_decode(128, 2, 99, 1);
+	test_attn_decode(64, 2, 517, 5);
+	test_attn_prefill(128, 4, 150, 70, 1);
+	test_attn_prefill(64, 2, 64, 0, 1);
+	test_attn_prefill(128, 2, 33, 200, 1);
+	test_attn_prefill(128, 4, 40, 10, 0);
+	test_rows();
+	test_gemm();
+	test_errors();
+	if (test_failures) {
+		fprintf(stderr, "test_cuda_kernels: %d check(s) failed\n", test_failures);
+		return 1;
+	}
+	printf("test_cuda_kernels: all checks passed\n");
+	return 0;
+}
