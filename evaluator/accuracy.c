@@ -64,7 +64,8 @@ static int sut_open(ab_sut **out, struct ab_sut_fault *fault, const struct model
 	const struct ab_measure_sut *cmd, const char *who, int ready_s, int request_s)
 {
 	char log_path[4096];
-	snprintf(log_path, sizeof(log_path), "%s/accuracy-%s-%s.log", R->cfg->log_dir, who, R->am->model->name);
+	snprintf(log_path, sizeof(log_path), "%s/accuracy-%s-%s-%s.log", R->cfg->log_dir, who, R->am->model->name,
+		R->am->ref->name);
 	struct ab_sut_config sc = {
 		.argv = cmd->argv, .env = cmd->env, .cwd = cmd->cwd, .stderr_log = log_path,
 		.ready_timeout_ms = ready_s * 1000, .request_timeout_ms = request_s * 1000,
@@ -210,8 +211,7 @@ static int score_window(struct ab_sut_scores *out, struct ab_sut_fault *fault, a
 /* Reference answers for every window: from the cache, else from one reference SUT process. */
 static int reference_run(struct model_run *R)
 {
-	const struct ab_suite_model *m = R->am->model;
-	const struct ab_suite_sut *rs = &m->reference;
+	const struct ab_suite_sut *rs = &R->am->ref->sut;
 	int count = R->windows->count, n_pos = R->windows->window_len - R->cfg->suite->accuracy.score_from;
 	ab_sut *sut = NULL;
 	struct ab_sut_fault fault = { 0 };
@@ -232,7 +232,7 @@ static int reference_run(struct model_run *R)
 			continue;
 		if (sut == NULL) {
 			if (!R->cfg->quiet)
-				AB_INFO("accuracy %s: scoring %d windows on the reference", m->name, count);
+				AB_INFO("accuracy %s: scoring %d windows on the reference", R->am->label, count);
 			if (sut_open(&sut, &fault, R, &R->am->reference, "reference", rs->ready_timeout_s,
 			             rs->request_timeout_s) < 0)
 				goto fault;
@@ -319,8 +319,9 @@ static json_t *stats_json(const struct ab_acc_stats *s)
 static int model_run(json_t **out_json, struct ab_gate_result *gates, size_t *n_gates,
 	struct model_run *R, const struct ab_acc_policy *policy)
 {
-	const char *name = R->am->model->name;
-	json_t *j = json_pack("{s:s}", "model", name);
+	const char *name = R->am->label;
+	json_t *j = json_pack("{s:s, s:s, s:s}", "model", R->am->model->name, "reference_name", R->am->ref->name,
+		"label", name);
 	int error = -1;
 
 	*n_gates = 0;
@@ -426,10 +427,13 @@ int ab_accuracy_run(struct ab_accuracy_result *out, const struct ab_accuracy_con
 			const char *reason = "the vocabulary size is unknown: no SUT of this model became ready";
 			static const char *const names[] = { "top1", "kl_mean", "top1_drop", "kl_rise" };
 			for (int g = 0; g < 4; g++)
-				ab_acc_gate_error(&out->gates[out->n_gates++], names[g], R.am->model->name, reason);
-			json_array_append_new(models, json_pack("{s:s, s:s}", "model", R.am->model->name, "error", reason));
+				ab_acc_gate_error(&out->gates[out->n_gates++], names[g], R.am->label, reason);
+			json_array_append_new(models, json_pack("{s:s, s:s, s:s}", "model", R.am->model->name,
+				"reference_name", R.am->ref->name, "error", reason));
 			continue;
 		}
+		/* Windows depend on the model, not on the reference: every reference of a model scores the
+		 * same held-out prompts. */
 		if (ab_schedule_windows_make(&R.windows, cfg->seed, R.am->model->name, acc->windows, acc->window_len,
 		                             cfg->corpus_path, vocab) < 0) {
 			error = -1;

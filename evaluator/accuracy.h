@@ -18,12 +18,15 @@
 #include "store.h"
 #include "suite.h"
 
-#define AB_ACCURACY_MAX_MODELS 16
+#define AB_ACCURACY_MAX_MODELS 16   /* (model, reference) pairs */
 #define AB_ACCURACY_GATES_PER_MODEL 4
 
 /* One model's commands, placeholders substituted. */
 struct ab_accuracy_model {
-	const struct ab_suite_model *model;   /* must have a reference */
+	const struct ab_suite_model *model;
+	const struct ab_suite_ref *ref;       /* which of the model's references this run compares with */
+	const char *label;                    /* gates' model field: "<model>", or "<model>@<ref>" when the
+	                                       * model has several references */
 	const char *model_path;
 	struct ab_measure_sut side[2];        /* [AB_SIDE_BASE], [AB_SIDE_HEAD] */
 	struct ab_measure_sut reference;

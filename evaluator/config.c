@@ -84,10 +84,10 @@ static const struct key_def key_table[] = {
 	TOP("max_attempts", T_INT, max_attempts, "3", 1, 100, "attempts per job when workers die; then closed as infra error"),
 	TOP("lease_s", T_INT, lease_s, "60", 3, 3600, "a worker's lease on its job, renewed every lease_s/3"),
 	TOP("report_retry_max_s", T_INT, report_retry_max_s, "900", 1, 86400,
-	    "cap on the delay between retries of a post that could not be made"),
+	    "cap on the backoff between retries of a post that could not be made (GitHub's Retry-After is honoured as given)"),
 	TOP("delivery_ttl_days", T_INT, delivery_ttl_days, "14", 1, 3650, "how long X-GitHub-Delivery ids are kept for dedupe"),
 	TOP("jobs", T_INT, jobs, "0", 0, 1024, "build parallelism {jobs} (0: online cores)"),
-	TOP("log_level", T_STR, log_level, "info", 0, 0, "error | warn | info | debug"),
+	TOP("log_level", T_STR, log_level, "info", 0, 0, "error, warn, info or debug"),
 };
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
 

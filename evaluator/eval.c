@@ -343,29 +343,36 @@ static int accuracy(struct eval *E)
 	const struct ab_suite *suite = E->suite;
 	struct ab_accuracy_model models[AB_ACCURACY_MAX_MODELS];
 	char **store[AB_ACCURACY_MAX_MODELS][6];
+	char labels[AB_ACCURACY_MAX_MODELS][AB_SUITE_NAME_MAX * 2 + 2];
 	char log_dir[4096], *corpus = NULL;
 	int n = 0, error = -1;
 
 	memset(models, 0, sizeof(models));
 	memset(store, 0, sizeof(store));
 	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
-	for (int m = 0; m < suite->model_count && n < AB_ACCURACY_MAX_MODELS; m++) {
+	for (int m = 0; m < suite->model_count; m++) {
 		const struct ab_suite_model *sm = &suite->models[m];
-		if (!sm->has_reference)
-			continue;
-		struct ab_accuracy_model *am = &models[n];
-		am->model = sm;
-		am->model_path = E->model_paths[m];
-		am->vocab_size = m < 16 ? E->measure.vocab[m] : 0;
-		for (int s = 0; s < 2; s++)
-			if (sut_command(&am->side[s], &store[n][2 * s], &store[n][2 * s + 1], E, &suite->sut, s,
+		for (int r = 0; r < sm->ref_count && n < AB_ACCURACY_MAX_MODELS; r++) {
+			struct ab_accuracy_model *am = &models[n];
+			am->model = sm;
+			am->ref = &sm->refs[r];
+			if (sm->ref_count > 1 || strcmp(sm->refs[r].name, "reference") != 0)
+				snprintf(labels[n], sizeof(labels[n]), "%s@%s", sm->name, sm->refs[r].name);
+			else
+				snprintf(labels[n], sizeof(labels[n]), "%s", sm->name);
+			am->label = labels[n];
+			am->model_path = E->model_paths[m];
+			am->vocab_size = m < 16 ? E->measure.vocab[m] : 0;
+			for (int s = 0; s < 2; s++)
+				if (sut_command(&am->side[s], &store[n][2 * s], &store[n][2 * s + 1], E, &suite->sut, s,
+				                E->model_paths[m]) < 0)
+					goto cleanup;
+			/* The reference is harness: it comes from the base side, like the suite. */
+			if (sut_command(&am->reference, &store[n][4], &store[n][5], E, &sm->refs[r].sut, AB_SIDE_BASE,
 			                E->model_paths[m]) < 0)
 				goto cleanup;
-		/* The reference is harness: it comes from the base side, like the suite. */
-		if (sut_command(&am->reference, &store[n][4], &store[n][5], E, &sm->reference, AB_SIDE_BASE,
-		                E->model_paths[m]) < 0)
-			goto cleanup;
-		n++;
+			n++;
+		}
 	}
 	if (n == 0) {
 		error = 0;

@@ -332,8 +332,8 @@ static int request(ab_gh *gh, json_t **out_body, long *out_status, const char *m
 	last_wait_s = 0;
 	if (out_status)
 		*out_status = 0;
-	if (url_for(gh, url, sizeof(url), path) < 0)
-		return -1;
+	if ((error = url_for(gh, url, sizeof(url), path)) < 0)
+		return error;
 	if (body && !(json_body = json_dumps(body, JSON_COMPACT)))
 		return ab_error_set("github: cannot serialise the request body");
 	for (;;) {

@@ -3,7 +3,8 @@
  * one-shot commands with a timeout (build steps, model generators). Every child runs in its own
  * session/process group so that a timeout kills the whole tree (SIGTERM, a grace period, SIGKILL),
  * and every wait has a CLOCK_MONOTONIC deadline: a child that ignores its stdin or never exits
- * cannot block abgate. Children are always reaped; none outlives its ab_proc handle.
+ * cannot block abgate. Children are always reaped; none outlives its ab_proc handle, and when a
+ * child exits, whatever it left running in its process group (daemons, background jobs) is killed.
  */
 #ifndef AB_PROC_H
 #define AB_PROC_H

@@ -33,7 +33,7 @@ static const char schema[] =
 	"  attempts INTEGER NOT NULL DEFAULT 0,"
 	"  lease_owner TEXT, lease_until INTEGER NOT NULL DEFAULT 0,"
 	"  cancel_reason TEXT,"
-	"  outcome TEXT, eval_status INTEGER NOT NULL DEFAULT -1, eval_id INTEGER NOT NULL DEFAULT 0, result TEXT,"
+	"  outcome TEXT, eval_status INTEGER NOT NULL DEFAULT -1, eval_id INTEGER NOT NULL DEFAULT 0, result TEXT, note TEXT,"
 	"  check_run_id INTEGER NOT NULL DEFAULT 0, check_kind TEXT,"
 	"  report_done INTEGER NOT NULL DEFAULT 0, report_attempts INTEGER NOT NULL DEFAULT 0,"
 	"  next_report_at INTEGER NOT NULL DEFAULT 0, last_error TEXT,"
@@ -220,12 +220,13 @@ void ab_job_free(struct ab_job *j)
 	free(j->outcome);
 	free(j->result);
 	free(j->check_kind);
+	free(j->note);
 	free(j);
 }
 
 #define JOB_COLS                                                                                                   \
 	"id, repo, pr, head_sha, base_ref, trigger, round, state, attempts, cancel_reason, outcome, eval_status, " \
-	"eval_id, result, check_run_id, check_kind, report_done, report_attempts, created_at"
+	"eval_id, result, check_run_id, check_kind, report_done, report_attempts, created_at, note"
 
 static char *col_text(sqlite3_stmt *st, int i)
 {
@@ -273,6 +274,7 @@ static int read_job(ab_queue *q, struct ab_job **out, int64_t id)
 	j->report_done = (unsigned)sqlite3_column_int(st, 16);
 	j->report_attempts = sqlite3_column_int(st, 17);
 	j->created_at = sqlite3_column_int64(st, 18);
+	j->note = col_text(st, 19);
 	if (!j->repo || !j->head_sha || !j->base_ref || !j->trigger || !j->state) {
 		ab_error_set("out of memory");
 		goto cleanup;
@@ -495,16 +497,16 @@ int ab_queue_cancel_requested(ab_queue *q, int64_t id)
 }
 
 int ab_queue_finish_eval(ab_queue *q, int64_t id, const char *owner, const char *outcome, int eval_status,
-			 int64_t eval_id, const char *result, time_t now)
+			 int64_t eval_id, const char *result, const char *note, time_t now)
 {
 	int changed = 0, error;
 
 	if (begin(q) < 0)
 		return -1;
 	error = run(q, &changed,
-		    "UPDATE jobs SET state = 'reporting', outcome = ?, eval_status = ?, eval_id = ?, result = ?, "
+		    "UPDATE jobs SET state = 'reporting', outcome = ?, eval_status = ?, eval_id = ?, result = ?, note = ?, "
 		    "evaluated_at = ?, next_report_at = 0 WHERE id = ? AND lease_owner = ? AND state = 'running'",
-		    "silslls", outcome, eval_status, eval_id, result, (int64_t)now, id, owner);
+		    "silsslls", outcome, eval_status, eval_id, result, note, (int64_t)now, id, owner);
 	if (error == 0 && changed == 0)
 		error = ab_error_setc(AB_ECANCELED, "queue: job %lld: lease lost before the result was recorded",
 				      (long long)id);

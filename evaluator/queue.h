@@ -40,6 +40,7 @@ struct ab_job {
 	int eval_status;       /* ab_eval_status of the run, -1 before */
 	int64_t eval_id;       /* the store's evaluation id, 0 if none */
 	char *result;          /* abgate.result/1 JSON text, NULL if none */
+	char *note;            /* why there is no verdict (the evaluation's error), NULL if none */
 	int64_t check_run_id;  /* 0: none created yet */
 	char *check_kind;      /* "check" or "status" once the start was posted, else NULL */
 	unsigned report_done;  /* AB_REPORT_* bits */
@@ -114,12 +115,12 @@ int ab_queue_heartbeat(ab_queue *q, int64_t id, const char *owner, int lease_s, 
 int ab_queue_cancel_requested(ab_queue *q, int64_t id);
 
 /*
- * Ends the evaluation of job `id`: records outcome, eval status/id and result (may be NULL) and
+ * Ends the evaluation of job `id`: records outcome, eval status/id, result and note (may be NULL) and
  * moves it to "reporting" (the lease stays with `owner`, who reports next). An outcome of
  * "canceled"/"superseded" with no check run to close finishes the job at once.
  */
 int ab_queue_finish_eval(ab_queue *q, int64_t id, const char *owner, const char *outcome, int eval_status,
-			 int64_t eval_id, const char *result, time_t now);
+			 int64_t eval_id, const char *result, const char *note, time_t now);
 
 /* Gives a running job back to the queue without counting the attempt (graceful shutdown). */
 int ab_queue_release(ab_queue *q, int64_t id, const char *owner);

@@ -140,6 +140,8 @@ static void report_job(ab_service *svc, int64_t id)
 	if (!strcmp(job->outcome ? job->outcome : "", "exhausted"))
 		snprintf(note, sizeof(note), "The evaluation was started %d times and its worker stopped each time.",
 			 job->attempts);
+	else if (job->note)
+		snprintf(note, sizeof(note), "%s", job->note);
 	external_id(ext, sizeof(ext), job);
 	struct ab_report_target t = { job->repo, job->pr, job->head_sha, job->base_ref, ext };
 	struct ab_report rep = { job->outcome ? job->outcome : "infra", result, note[0] ? note : NULL, 1 };
@@ -179,7 +181,7 @@ defer: {
 	if (delay > svc->cfg->report_retry_max_s)
 		delay = svc->cfg->report_retry_max_s;
 	if (error == AB_ERATELIMIT && ab_gh_last_wait_s() > 0)
-		delay = ab_gh_last_wait_s();
+		delay = ab_gh_last_wait_s() + 1;  /* whole seconds: never earlier than asked */
 	AB_WARN("service: job %lld: posting failed (%s); retry in %ld s", (long long)id, ab_error_last(), delay);
 	ab_metrics_report_deferred(svc->metrics);
 	if (ab_queue_report_defer(svc->queue, id, ab_error_last(), time(NULL) + delay) < 0)
@@ -204,7 +206,7 @@ static int should_cancel(void *payload)
 }
 
 /* Before spending an evaluation: is this still the PR's head? Webhooks can arrive out of order. */
-static int still_current(ab_service *svc, struct worker *w, const struct ab_job *job, const char **out_outcome)
+static int still_current(ab_service *svc, const struct ab_job *job, const char **out_outcome)
 {
 	struct ab_gh_pr pr;
 	int error;
@@ -241,7 +243,7 @@ static void run_job(struct worker *w, struct ab_job *job)
 	const struct ab_repo_config *rc = ab_config_repo(svc->cfg, job->repo);
 	json_t *result = NULL;
 	char *result_text = NULL, *kind = job->check_kind ? strdup(job->check_kind) : NULL;
-	char ext[512], trigger[160];
+	char ext[512], trigger[160], note[320] = "";
 	const char *outcome = NULL;
 	int64_t eval_id = 0, check_id = job->check_run_id;
 	int status = -1;
@@ -255,7 +257,7 @@ static void run_job(struct worker *w, struct ab_job *job)
 		AB_ERR("service: job %lld: %s is no longer configured", (long long)job->id, job->repo);
 		goto finish;
 	}
-	if (!still_current(svc, w, job, &outcome))
+	if (!still_current(svc, job, &outcome))
 		goto finish;
 	external_id(ext, sizeof(ext), job);
 	struct ab_report_target t = { job->repo, job->pr, job->head_sha, job->base_ref, ext };
@@ -297,9 +299,12 @@ static void run_job(struct worker *w, struct ab_job *job)
 		}
 	} else {
 		outcome = outcome_of(status);
-		if (status != AB_EVAL_PASS && status != AB_EVAL_REJECT)
+		if (status != AB_EVAL_PASS && status != AB_EVAL_REJECT) {
 			AB_WARN("service: job %lld: evaluation ended without a verdict (status %d): %s", (long long)job->id,
 				status, ab_error_last());
+			if (!result)  /* say why on the PR; the result, when there is one, says it itself */
+				snprintf(note, sizeof(note), "The evaluation stopped: %.280s", ab_error_last());
+		}
 	}
 	if (result && !(result_text = json_dumps(result, JSON_COMPACT)))
 		AB_ERR("service: job %lld: cannot serialise the result", (long long)job->id);
@@ -308,7 +313,8 @@ finish:
 	ab_metrics_eval(svc->metrics, outcome,
 			(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	AB_INFO("service: job %lld: %s (eval status %d)", (long long)job->id, outcome, status);
-	if (ab_queue_finish_eval(svc->queue, job->id, w->owner, outcome, status, eval_id, result_text, time(NULL)) < 0) {
+	if (ab_queue_finish_eval(svc->queue, job->id, w->owner, outcome, status, eval_id, result_text,
+				 note[0] ? note : NULL, time(NULL)) < 0) {
 		AB_ERR("service: job %lld: %s", (long long)job->id, ab_error_last());
 		goto cleanup;
 	}
@@ -456,7 +462,7 @@ static void process_command(ab_service *svc, struct ab_command *cmd)
 		wake(svc, &svc->work_cond);
 	return;
 defer: {
-	long delay = error == AB_ERATELIMIT && ab_gh_last_wait_s() > 0 ? ab_gh_last_wait_s()
+	long delay = error == AB_ERATELIMIT && ab_gh_last_wait_s() > 0 ? ab_gh_last_wait_s() + 1
 									: 15L << (cmd->attempts < 6 ? cmd->attempts : 6);
 	AB_WARN("service: /eval on %s#%d: %s; retry in %ld s", cmd->repo, cmd->pr, ab_error_last(), delay);
 	ab_queue_command_defer(svc->queue, cmd->id, ab_error_last(), time(NULL) + delay);

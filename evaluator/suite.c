@@ -449,8 +449,8 @@ static int parse_build(struct ab_suite *suite, struct parser *p, const json_t *r
 
 static int parse_model(struct ab_suite_model *model, struct parser *p, const json_t *v)
 {
-	static const char *const keys[] = { "name", "path", "generate", "sha256", "reference", NULL };
-	json_t *sha, *ref;
+	static const char *const keys[] = { "name", "path", "generate", "sha256", "reference", "references", NULL };
+	json_t *sha, *ref, *refs;
 
 	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0 ||
 	    get_name(model->name, p, v, "name") < 0 ||
@@ -466,13 +466,40 @@ static int parse_model(struct ab_suite_model *model, struct parser *p, const jso
 			model->sha256[i] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
 		path_pop(p, old);
 	}
-	if ((ref = optional(v, "reference"))) {
+	ref = optional(v, "reference");
+	refs = optional(v, "references");
+	if (ref && refs)
+		return fail(p, "give either reference or references, not both");
+	if (ref) {
 		size_t old = path_push_key(p, "reference");
-		if (parse_sut(&model->reference, p, ref) < 0)
+		if (parse_sut(&model->refs[0].sut, p, ref) < 0)
 			return AB_EINVALID;
-		model->has_reference = 1;
+		snprintf(model->refs[0].name, sizeof(model->refs[0].name), "reference");
+		model->ref_count = 1;
 		path_pop(p, old);
 	}
+	if (refs) {
+		size_t old = path_push_key(p, "references");
+		const char *key;
+		json_t *sut;
+		if (expect_object(p, refs) < 0)
+			return AB_EINVALID;
+		if (json_object_size(refs) == 0 || json_object_size(refs) > AB_SUITE_REFS_MAX)
+			return fail(p, "expected 1 to 4 named references");
+		json_object_foreach(refs, key, sut) {
+			struct ab_suite_ref *r = &model->refs[model->ref_count];
+			size_t old_key = path_push_key(p, key);
+			if (!valid_name(key))
+				return fail(p, "reference names must match [A-Za-z0-9._-]{1,63}");
+			snprintf(r->name, sizeof(r->name), "%s", key);
+			if (parse_sut(&r->sut, p, sut) < 0)
+				return AB_EINVALID;
+			model->ref_count++;
+			path_pop(p, old_key);
+		}
+		path_pop(p, old);
+	}
+	model->has_reference = model->ref_count > 0;
 	return 0;
 }
 
@@ -839,7 +866,8 @@ void ab_suite_free(struct ab_suite *suite)
 	for (i = 0; i < suite->model_count; i++) {
 		free(suite->models[i].path);
 		argv_free(&suite->models[i].generate);
-		sut_free(&suite->models[i].reference);
+		for (int r = 0; r < suite->models[i].ref_count; r++)
+			sut_free(&suite->models[i].refs[r].sut);
 	}
 	free(suite->models);
 	free(suite->speed.decode_contexts);
@@ -900,7 +928,16 @@ json_t *ab_suite_to_json(const struct ab_suite *suite)
 		if (m->generate.argc)
 			json_object_set_new(model, "generate", argv_to_json(&m->generate));
 		json_object_set_new(model, "sha256", m->sha256[0] ? json_string(m->sha256) : json_null());
-		json_object_set_new(model, "reference", m->has_reference ? sut_to_json(&m->reference) : json_null());
+		if (m->ref_count == 1 && strcmp(m->refs[0].name, "reference") == 0) {
+			json_object_set_new(model, "reference", sut_to_json(&m->refs[0].sut));
+		} else if (m->ref_count > 0) {
+			json_t *refs = json_object();
+			for (int r = 0; r < m->ref_count; r++)
+				json_object_set_new(refs, m->refs[r].name, sut_to_json(&m->refs[r].sut));
+			json_object_set_new(model, "references", refs);
+		} else {
+			json_object_set_new(model, "reference", json_null());
+		}
 		json_array_append_new(models, model);
 	}
 	for (i = 0; tiers && i < AB_SUITE_TIER_COUNT; i++)

@@ -22,6 +22,8 @@
  *     .generate               argv, run when path is missing     optional
  *     .sha256                 64 hex digits, verified if present optional / null
  *     .reference              a SUT object as `sut` above        optional / null (no accuracy)
+ *     .references             {name: SUT object}, at most 4      optional (several references,
+ *                             e.g. {"cpu": ..., "hf": ...}; not together with .reference)
  *   speed.decode.contexts     unique ints > 0                    [] (no decode metrics)
  *   speed.decode.gen_tokens   int >= 2                           128
  *   speed.prefill.contexts    unique ints > 0                    [] (no prefill metrics)
@@ -81,13 +83,22 @@ struct ab_suite_sut {
 	int request_timeout_s;          /* per request, from write to its done event */
 };
 
+#define AB_SUITE_REFS_MAX 4
+
+/* A reference implementation for the accuracy gates: just another SUT, named. */
+struct ab_suite_ref {
+	char name[AB_SUITE_NAME_MAX];   /* "reference" for the single `reference` key, else the map key */
+	struct ab_suite_sut sut;
+};
+
 struct ab_suite_model {
 	char name[AB_SUITE_NAME_MAX];
 	char *path;                     /* may hold placeholders ({state}) */
 	struct ab_suite_argv generate;  /* argc 0: no generator; the file must exist */
 	char sha256[65];                /* lower-case hex, "" when not given */
-	int has_reference;
-	struct ab_suite_sut reference;  /* meaningful only when has_reference */
+	int has_reference;              /* ref_count > 0 */
+	int ref_count;
+	struct ab_suite_ref refs[AB_SUITE_REFS_MAX];  /* from `reference` or `references` */
 };
 
 enum ab_suite_method {

@@ -1,0 +1,148 @@
+/*
+ * test_config.c - the service config: the committed sample loads, defaults apply, unknown keys and
+ * wrong types are errors naming the key's path, secrets come from env > file > inline and are
+ * never printed.
+ */
+#include "svc_test.h"
+
+#include <sys/stat.h>
+
+#include "config.h"
+
+static void sample_loads(void)
+{
+	struct ab_config *cfg = NULL;
+	char *text = NULL;
+
+	setenv("ABGATE_WEBHOOK_SECRET", "sample-secret-value", 1);
+	CHECK(ab_config_load(&cfg, SAMPLE_CONFIG) == 0);
+	CHECK_STR(cfg->listen, "127.0.0.1:8080");
+	CHECK_EQ(cfg->repo_count, 1);
+	CHECK_STR(cfg->repos[0].name, "octo-org/ember");
+	CHECK(cfg->repos[0].suite == NULL);
+	CHECK_EQ(cfg->github.app_id, 123456);
+	CHECK_STR(cfg->webhook_secret_source, "env ABGATE_WEBHOOK_SECRET");
+	CHECK(ab_config_check_serve(cfg) == 0);
+	CHECK(ab_config_describe(&text, cfg) == 0);
+	CHECK_HAS(text, "webhook_secret = ********");
+	CHECK(!strstr(text, "sample-secret-value"));
+	CHECK_HAS(text, "GitHub App");
+	free(text);
+	ab_config_free(cfg);
+	unsetenv("ABGATE_WEBHOOK_SECRET");
+}
+
+static void defaults(void)
+{
+	struct ab_config *cfg = NULL;
+	const char *path = st_path("min.json");
+
+	st_write(path, "{\"webhook_secret\":\"s\",\"repos\":[{\"name\":\"a/b\"}]}");
+	CHECK(ab_config_load(&cfg, path) == 0);
+	CHECK_EQ(cfg->workers, 1);
+	CHECK_EQ(cfg->poll_interval_s, 300);
+	CHECK_EQ(cfg->webhook_max_body, 5 << 20);
+	CHECK_STR(cfg->github.api_url, "https://api.github.com");
+	CHECK_STR(cfg->repos[0].git_url, "https://github.com/a/b.git");
+	CHECK_STR(cfg->repos[0].base, "main");
+	CHECK_STR(cfg->github.output_dir, "./.abgate/github-out");
+	CHECK(!ab_config_has_auth(cfg));
+	CHECK(ab_config_repo(cfg, "A/B") != NULL);
+	CHECK(ab_config_repo(cfg, "a/c") == NULL);
+	ab_config_free(cfg);
+}
+
+static void expect_error(const char *json, const char *message)
+{
+	struct ab_config *cfg = NULL;
+	const char *path = st_path("bad.json");
+	st_write(path, json);
+	int rc = ab_config_load(&cfg, path);
+	CHECK(rc < 0);
+	CHECK(cfg == NULL);
+	CHECK_HAS(ab_error_last(), message);
+}
+
+static void errors(void)
+{
+	expect_error("{\"lisen\":\"x:1\"}", "lisen: unknown key");
+	expect_error("{\"github\":{\"tokn\":\"x\"}}", "github.tokn: unknown key");
+	expect_error("{\"repos\":[{\"name\":\"a/b\"},{\"name\":\"c/d\",\"bse\":\"x\"}]}", "repos[1].bse: unknown key");
+	expect_error("{\"workers\":\"2\"}", "workers: expected an integer");
+	expect_error("{\"workers\":0}", "workers: 0 is outside");
+	expect_error("{\"repos\":[{\"name\":\"nope\"}]}", "expected \"owner/repo\"");
+	expect_error("{\"repos\":[{\"base\":\"main\"}]}", "repos[0].name: required");
+	expect_error("{\"repos\":[{\"name\":\"a/b\"},{\"name\":\"A/B\"}]}", "listed twice");
+	expect_error("{\"github\":{\"token\":\"t\",\"app_id\":1}}", "pick one");
+	expect_error("{\"github\":{\"app_id\":1}}", "together");
+	expect_error("{\"workers\":1,\"workers\":2}", "duplicate");
+	expect_error("{\"listen\":\"8080\"}", "host:port");
+	expect_error("[1]", "expected an object");
+	expect_error("{", "bad.json");
+}
+
+static void secrets(void)
+{
+	struct ab_config *cfg = NULL;
+	const char *secret_file = st_path("secret"), *cfgpath = st_path("s.json");
+	char json[1024];
+
+	st_write(secret_file, "from-file\n");
+	chmod(secret_file, 0600);
+	snprintf(json, sizeof(json), "{\"webhook_secret\":\"inline\",\"webhook_secret_file\":\"%s\",\"github\":{\"token\":\"tok-inline\"}}",
+		 secret_file);
+	st_write(cfgpath, json);
+	unsetenv("ABGATE_WEBHOOK_SECRET");
+	unsetenv("ABGATE_GITHUB_TOKEN");
+	CHECK(ab_config_load(&cfg, cfgpath) == 0);
+	CHECK_STR(cfg->webhook_secret, "from-file");            /* file beats inline */
+	CHECK_STR(cfg->github.token, "tok-inline");
+	CHECK(ab_config_check_serve(cfg) < 0);                    /* no repos */
+	CHECK_HAS(ab_error_last(), "at least one repository");
+	ab_config_free(cfg);
+
+	setenv("ABGATE_WEBHOOK_SECRET", "from-env", 1);
+	setenv("ABGATE_GITHUB_TOKEN", "tok-env", 1);
+	CHECK(ab_config_load(&cfg, cfgpath) == 0);
+	CHECK_STR(cfg->webhook_secret, "from-env");               /* env beats everything */
+	CHECK_STR(cfg->github.token, "tok-env");
+	char *text = NULL;
+	CHECK(ab_config_describe(&text, cfg) == 0);
+	CHECK(!strstr(text, "from-env") && !strstr(text, "tok-env"));
+	CHECK_HAS(text, "env ABGATE_GITHUB_TOKEN");
+	free(text);
+	ab_config_free(cfg);
+	unsetenv("ABGATE_WEBHOOK_SECRET");
+	unsetenv("ABGATE_GITHUB_TOKEN");
+
+	snprintf(json, sizeof(json), "{\"webhook_secret_file\":\"%s\"}", st_path("missing"));
+	st_write(cfgpath, json);
+	CHECK(ab_config_load(&cfg, cfgpath) < 0);
+	CHECK_HAS(ab_error_last(), "webhook_secret");
+
+	/* No secret at all: loadable, but serve refuses to run unsigned. */
+	st_write(cfgpath, "{\"repos\":[{\"name\":\"a/b\"}]}");
+	CHECK(ab_config_load(&cfg, cfgpath) == 0);
+	CHECK(ab_config_check_serve(cfg) < 0);
+	CHECK_HAS(ab_error_last(), "no webhook secret");
+	ab_config_free(cfg);
+}
+
+static void table(void)
+{
+	char *md = NULL;
+	CHECK(ab_config_table_markdown(&md) == 0);
+	CHECK_HAS(md, "| key | type | default | meaning |");
+	CHECK_HAS(md, "`github.max_wait_s`");
+	CHECK_HAS(md, "`repos[].git_url`");
+	free(md);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct st_case cases[] = {
+		{ "sample_loads", sample_loads }, { "defaults", defaults }, { "errors", errors },
+		{ "secrets", secrets },           { "table", table },       { NULL, NULL },
+	};
+	return st_main(argc, argv, cases);
+}
