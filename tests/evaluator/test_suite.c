@@ -283,6 +283,48 @@ static void test_suite_errors(void)
 	free(big);
 }
 
+/* A model may name several references (the CPU engine and HF transformers, say). */
+static void test_suite_references(void)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(minimal_suite, 0, &jerr);
+	struct ab_suite *suite = NULL;
+	char *text;
+
+	if (root == NULL) {
+		failures++;
+		return;
+	}
+	json_t *sut = json_pack("{s:[s,s]}", "command", "ref", "--stdio");
+	json_t *model = json_array_get(json_object_get(root, "models"), 0);
+	json_object_set_new(model, "references", json_pack("{s:O, s:O}", "cpu", sut, "hf", sut));
+	json_object_set_new(root, "accuracy", json_pack("{s:b}", "enabled", 1));
+	text = json_dumps(root, 0);
+	CHECK(text && ab_suite_load_buffer(&suite, text, strlen(text), NULL) == 0);
+	if (suite) {
+		CHECK(suite->models[0].ref_count == 2 && suite->models[0].has_reference);
+		CHECK(strcmp(suite->models[0].refs[0].name, "cpu") == 0 && strcmp(suite->models[0].refs[1].name, "hf") == 0);
+		CHECK(suite->models[0].refs[1].sut.command.argc == 2);
+		ab_suite_free(suite);
+		suite = NULL;
+	}
+	free(text);
+	/* Not both forms at once, and names are checked. */
+	json_object_set(model, "reference", sut);
+	text = json_dumps(root, 0);
+	CHECK(text && ab_suite_load_buffer(&suite, text, strlen(text), NULL) == AB_EINVALID && !suite);
+	CHECK(strstr(ab_error_last(), "either reference or references") != NULL);
+	free(text);
+	json_object_del(model, "reference");
+	json_object_set_new(model, "references", json_pack("{s:O}", "bad name!", sut));
+	text = json_dumps(root, 0);
+	CHECK(text && ab_suite_load_buffer(&suite, text, strlen(text), NULL) == AB_EINVALID && !suite);
+	CHECK(strstr(ab_error_last(), "models[0].references") != NULL);
+	free(text);
+	json_decref(sut);
+	json_decref(root);
+}
+
 static void test_suite_files(void)
 {
 	char dir[] = "/tmp/abgate-test-suite-XXXXXX", path[256];
@@ -319,6 +361,7 @@ int main(void)
 	test_suite_round_trip();
 	test_suite_defaults_and_build_hash();
 	test_suite_errors();
+	test_suite_references();
 	test_suite_files();
 	if (failures) {
 		fprintf(stderr, "test_suite: %d failure(s)\n", failures);
