@@ -132,8 +132,8 @@ static void cuda_destroy(struct ember_backend *be)
 	free_matrix(&be->head);
 	void *bufs[] = {be->f16_head, be->embd_raw, be->output_norm, be->kv, be->rope_cos, be->rope_sin, be->state,
 	                be->out_tokens, be->x, be->qkv, be->logits, be->attn, be->ffh, be->part_o, be->part_ml,
-	                be->counters, be->splitk_scratch, be->splitk_counters, be->p_tokens, be->p_argmax, be->p_x, be->p_qkv, be->p_gu, be->p_logits,
-	                be->p_xn, be->p_q, be->p_attn, be->p_h};
+	                be->counters, be->splitk_scratch, be->splitk_counters, be->p_tokens, be->p_argmax, be->p_x,
+	                be->p_qkv, be->p_gu, be->p_logits, be->p_xn, be->p_q, be->p_attn, be->p_h};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
 	if (be->h_state)

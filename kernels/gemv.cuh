@@ -62,6 +62,10 @@ struct ember_gemv_args {
 	int out_tokens_cap;               /* entries in out_tokens */
 	int pdl;                          /* 1: launch as a programmatic dependent of the previous kernel
 	                                     (weights stream in while that kernel finishes; EMBER_PDL) */
+	/* filled in by ember_gemv: */
+	int n_tiles;                      /* row tiles to compute (SWIGLU: of one segment) */
+	int ring_bytes;                   /* shared-memory ring for the streamed tiles */
+	/* split-K (gemv_splitk.cu); all zero = the plain kernel: */
 	int splitk;                       /* EMBER_GEMV_SPLITK: 0 = one CTA walks all of K (default); N > 0 =
 	                                     at most N K slices; EMBER_SPLITK_AUTO = chosen per launch
 	                                     (layout.cuh); auto falls back to 0 where one slice is best */
@@ -71,9 +75,6 @@ struct ember_gemv_args {
 	uint32_t *splitk_counters;        /* splitk != 0: device, one per row block (row tiles of all
 	                                     segments); all zero before a launch, left all zero after it */
 	int splitk_counters_cap;          /* entries in splitk_counters */
-	/* filled in by ember_gemv: */
-	int n_tiles;                      /* row tiles to compute (SWIGLU: of one segment) */
-	int ring_bytes;                   /* shared-memory ring for the streamed tiles */
 };
 
 /* Launches the GEMV on `stream`. Returns 0 or a negative ember error (shapes are checked; with

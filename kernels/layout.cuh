@@ -279,7 +279,7 @@ EMBER_HD int ember_splitk_grid(const struct ember_splitk_plan *p, int cap)
  * sums of squares [slice][group]. */
 EMBER_HD size_t ember_splitk_part_index(const struct ember_splitk_plan *p, int slice, int group, int pass, int r)
 {
-	return (((size_t)slice * p->groups + group) * p->passes + 0 * pass) * 16 + r;
+	return (((size_t)slice * p->groups + group) * p->passes + pass) * 16 + r;
 }
 EMBER_HD size_t ember_splitk_ss_index(const struct ember_splitk_plan *p, int slice, int group)
 {

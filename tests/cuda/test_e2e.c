@@ -6,7 +6,10 @@
  *   - decode_greedy through the CUDA graph vs plain launches (EMBER_GRAPHS=0): 256 identical
  *     tokens, and both equal to repeated forward(argmax) calls;
  *   - the kernel variants behind EMBER_GEMV=simple, EMBER_FA=simple (and EMBER_PDL=0) agree with
- *     the defaults.
+ *     the defaults;
+ *   - the split-K GEMV (EMBER_GEMV_SPLITK=3 and auto): decode logits vs CPU at the same thresholds,
+ *     greedy 256 tokens identical to itself across two runs and between graph and plain launches
+ *     (not required to equal the plain GEMV's tokens: another summation order may flip a near-tie).
  * Exits 77 (CTest skip) without a CUDA device.
  */
 #include <math.h>
@@ -59,9 +62,10 @@ static struct cmp compare_logits(const float *ref, const float *cand, int rows, 
 }
 
 static struct ember_backend *make_backend(const struct ember_backend_ops *ops, const struct ember_model *m, const char *graphs,
-                                          const char *gemv, const char *fa)
+                                          const char *gemv, const char *fa, const char *splitk)
 {
 	setenv("EMBER_GRAPHS", graphs, 1);
+	setenv("EMBER_GEMV_SPLITK", splitk, 1);
 	setenv("EMBER_GEMV", gemv, 1);
 	setenv("EMBER_FA", fa, 1);
 	setenv("EMBER_PDL", strcmp(gemv, "simple") == 0 ? "0" : "1", 1); /* the variant backend also runs without PDL */
@@ -97,7 +101,7 @@ static void run_model(const char *path, const char *label)
 	MUST(cpu->forward(bc, prompt, N_PROMPT, 0, 1, ref, NULL));
 	cpu->destroy(bc);
 
-	struct ember_backend *bg = make_backend(cuda, m, "1", "mma", "mma");
+	struct ember_backend *bg = make_backend(cuda, m, "1", "mma", "mma", "0");
 	printf("device: %s\n", cuda->device_name(bg));
 	MUST(cuda->forward(bg, prompt, N_PROMPT, 0, 1, gpu, NULL));
 	check_cmp("cuda prefill vs cpu", label, compare_logits(ref, gpu, N_PROMPT, V));
@@ -107,7 +111,7 @@ static void run_model(const char *path, const char *label)
 	check_cmp("cuda token-by-token vs cpu", label, compare_logits(ref, step, N_PROMPT, V));
 
 	/* Greedy: graph vs plain, and both vs repeated forward(argmax). */
-	struct ember_backend *bp = make_backend(cuda, m, "0", "mma", "mma");
+	struct ember_backend *bp = make_backend(cuda, m, "0", "mma", "mma", "0");
 	int32_t first_g, first_p, toks_g[N_GREEDY], toks_p[N_GREEDY], toks_f[64];
 	MUST(cuda->forward(bg, prompt, 32, 0, 0, NULL, &first_g));
 	MUST(cuda->forward(bp, prompt, 32, 0, 0, NULL, &first_p));
@@ -131,13 +135,47 @@ static void run_model(const char *path, const char *label)
 	cuda->destroy(bp);
 
 	/* Variants: simple GEMV on the decode path, per-token attention on the prefill path. */
-	struct ember_backend *bs = make_backend(cuda, m, "1", "simple", "simple");
+	struct ember_backend *bs = make_backend(cuda, m, "1", "simple", "simple", "0");
 	for (int p = 0; p < N_PROMPT; p++)
 		MUST(cuda->forward(bs, prompt + p, 1, p, 0, alt + (size_t)p * V, NULL));
 	check_cmp("EMBER_GEMV=simple vs mma (decode)", label, compare_logits(step, alt, N_PROMPT, V));
 	MUST(cuda->forward(bs, prompt, N_PROMPT, 0, 1, alt, NULL));
 	check_cmp("EMBER_FA=simple vs mma (prefill)", label, compare_logits(gpu, alt, N_PROMPT, V));
 	cuda->destroy(bs);
+
+	/* Split-K GEMV: decode logits vs CPU; greedy repeatable (graph twice, and plain launches). */
+	const char *splitk_settings[] = {"3", "auto"};
+	for (int i = 0; i < 2; i++) {
+		char what[64];
+		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", splitk_settings[i]);
+		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", splitk_settings[i]);
+		for (int p = 0; p < N_PROMPT; p++)
+			MUST(cuda->forward(bk, prompt + p, 1, p, 0, alt + (size_t)p * V, NULL));
+		snprintf(what, sizeof(what), "EMBER_GEMV_SPLITK=%s token-by-token vs cpu", splitk_settings[i]);
+		check_cmp(what, label, compare_logits(ref, alt, N_PROMPT, V));
+		snprintf(what, sizeof(what), "EMBER_GEMV_SPLITK=%s vs 0 (decode)", splitk_settings[i]);
+		check_cmp(what, label, compare_logits(step, alt, N_PROMPT, V));
+		int32_t first_a, first_b, first_c, toks_a[N_GREEDY], toks_b[N_GREEDY], toks_c[N_GREEDY];
+		MUST(cuda->forward(bk, prompt, 32, 0, 0, NULL, &first_a));
+		MUST(cuda->decode_greedy(bk, first_a, 32, N_GREEDY, toks_a));
+		MUST(cuda->forward(bk, prompt, 32, 0, 0, NULL, &first_b));
+		MUST(cuda->decode_greedy(bk, first_b, 32, N_GREEDY, toks_b));
+		MUST(cuda->forward(bkp, prompt, 32, 0, 0, NULL, &first_c));
+		MUST(cuda->decode_greedy(bkp, first_c, 32, N_GREEDY, toks_c));
+		int same_ab = 0, same_ac = 0;
+		while (same_ab < N_GREEDY && toks_a[same_ab] == toks_b[same_ab])
+			same_ab++;
+		while (same_ac < N_GREEDY && toks_a[same_ac] == toks_c[same_ac])
+			same_ac++;
+		printf("%-40s %-8s run 2: %d, plain launches: %d of %d tokens identical\n", "greedy split-K", label, same_ab, same_ac,
+		       N_GREEDY);
+		CHECK(first_a == first_b && same_ab == N_GREEDY, "EMBER_GEMV_SPLITK=%s: two greedy runs diverge at step %d",
+		      splitk_settings[i], same_ab);
+		CHECK(first_a == first_c && same_ac == N_GREEDY, "EMBER_GEMV_SPLITK=%s: graph and plain greedy diverge at step %d",
+		      splitk_settings[i], same_ac);
+		cuda->destroy(bk);
+		cuda->destroy(bkp);
+	}
 
 	/* Errors: positions past the cache and bad tokens are refused, not crashes. */
 	int32_t bad = V + 5;

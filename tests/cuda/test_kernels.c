@@ -2,7 +2,8 @@
  * test_kernels.c - test_cuda_kernels: every CUDA op against a CPU reference on fresh random
  * inputs, outputs poisoned (0xFF = NaN) before each launch, with an explicit tolerance per check.
  * Reference weights come from engine/quant.h (quantize, then dequantize in ggml's formulas); the
- * references accumulate in double. Exits 77 (CTest skip) when no CUDA device is present.
+ * references accumulate in double. The decode GEMV's checks (plain and split-K) are in
+ * test_kernels_gemv.c. Exits 77 (CTest skip) when no CUDA device is present.
  */
 #include <math.h>
 #include <stdint.h>
@@ -17,312 +18,12 @@
 #include "gemm.cuh"
 #include "gemv.cuh"
 #include "layout.cuh"
+#include "mat_testutil.h"
 #include "quant.h"
 #include "repack.cuh"
 #include "rows.cuh"
 
-/* A random weight matrix: raw bytes (GGUF rows) and its exact dequantization. */
-struct mat {
-	int type, rows, cols;
-	uint8_t *raw;
-	float *deq;
-};
-
-static struct mat make_mat(int type, int rows, int cols)
-{
-	struct mat m = {type, rows, cols, NULL, NULL};
-	const size_t rb = ember_type_bytes(type, cols);
-	float *w = malloc((size_t)cols * 4);
-	m.raw = malloc((size_t)rows * rb);
-	m.deq = malloc((size_t)rows * cols * 4);
-	for (int r = 0; r < rows; r++) {
-		const float scale = 0.05f * (0.5f + (float)urand());
-		for (int k = 0; k < cols; k++)
-			w[k] = nrand() * scale + (type == EMBER_T_Q4_K ? 0.02f : 0.0f);
-		ember_quantize_row((enum ember_type)type, w, m.raw + (size_t)r * rb, cols);
-		ember_dequantize_row((enum ember_type)type, m.raw + (size_t)r * rb, m.deq + (size_t)r * cols, cols);
-	}
-	free(w);
-	return m;
-}
-
-static void free_mat(struct mat *m)
-{
-	free(m->raw);
-	free(m->deq);
-}
-
-/* Device copy of m for the GEMV: tiled (repacked on the device) or raw. */
-static void *dev_mat(const struct mat *m, int tiled)
-{
-	void *raw = dev_upload(m->raw, (size_t)m->rows * ember_type_bytes(m->type, m->cols));
-	if (!tiled)
-		return raw;
-	void *t = dev_poison(ember_repack_bytes(m->type, m->rows, m->cols));
-	MUST(ember_repack_tiles(t, m->type, raw, m->rows, m->cols, 0));
-	MUST(cudaDeviceSynchronize());
-	cudaFree(raw);
-	return t;
-}
-
-static double ref_dot(const struct mat *m, int r, const float *x, double *mag)
-{
-	double acc = 0, a = 0;
-	for (int k = 0; k < m->cols; k++) {
-		acc += (double)m->deq[(size_t)r * m->cols + k] * x[k];
-		a += fabs((double)m->deq[(size_t)r * m->cols + k] * x[k]);
-	}
-	*mag = a;
-	return acc;
-}
-
-static uint16_t *to_half(const float *x, int n, float *rounded)
-{
-	uint16_t *h = malloc((size_t)n * 2);
-	for (int i = 0; i < n; i++) {
-		h[i] = ember_f32_to_fp16(x[i]);
-		if (rounded)
-			rounded[i] = ember_fp16_to_f32(h[i]);
-	}
-	return h;
-}
-
-static void test_gemv_store(int type, int tiled, int rows, int cols)
-{
-	struct mat m = make_mat(type, rows, cols);
-	float *x = malloc((size_t)cols * 4), *xr = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
-	for (int k = 0; k < cols; k++)
-		x[k] = nrand();
-	uint16_t *xh = to_half(x, cols, xr);
-	void *dw = dev_mat(&m, tiled), *dx = dev_upload(xh, (size_t)cols * 2);
-	float *dy = dev_poison((size_t)rows * 4);
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	a.seg[0] = (struct ember_gemv_seg){dw, type, tiled, rows, dy};
-	a.n_seg = 1;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_F16;
-	a.x = dx;
-	a.epi = EMBER_GEMV_STORE;
-	MUST(ember_gemv(&a, 0));
-	dev_download(y, dy, (size_t)rows * 4);
-	double worst = 0;
-	for (int r = 0; r < rows; r++) {
-		double mag, ref = ref_dot(&m, r, xr, &mag);
-		const double err = fabs(y[r] - ref) / (mag + 1e-12);
-		if (!(err <= worst))
-			worst = isnan(err) ? INFINITY : (err > worst ? err : worst);
-	}
-	printf("gemv %-5s %-6s %3dx%-4d store: max rel err %.2e\n", ember_type_name((enum ember_type)type),
-	       tiled ? "tiled" : "raw", rows, cols, worst);
-	CHECK(worst < 1e-4, "gemv %s %s: rel err %.3g >= 1e-4", ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", worst);
-	cudaFree(dw);
-	cudaFree(dx);
-	cudaFree(dy);
-	free(x);
-	free(xr);
-	free(xh);
-	free(y);
-	free_mat(&m);
-}
-
-/* RMSNorm input on the CPU, rounded to fp16 like the kernel's staging. */
-static void rms_ref(const float *x, const float *w, int n, float eps, float *out)
-{
-	double ss = 0;
-	for (int i = 0; i < n; i++)
-		ss += (double)x[i] * x[i];
-	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-	for (int i = 0; i < n; i++)
-		out[i] = ember_fp16_to_f32(ember_f32_to_fp16(x[i] * scale * w[i]));
-}
-
-static void test_gemv_fused(void)
-{
-	const int cols = 768, rows = 40;
-	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
-	for (int k = 0; k < cols; k++) {
-		x[k] = nrand() * 3.0f;
-		nw[k] = 1.0f + 0.2f * nrand();
-	}
-	rms_ref(x, nw, cols, 1e-6f, xn);
-	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4);
-
-	/* Three segments of different types and sizes (the QKV launch), RMS input. */
-	struct mat ms[3] = {make_mat(EMBER_T_Q4_K, 32, cols), make_mat(EMBER_T_Q4_K, 17, cols), make_mat(EMBER_T_Q6_K, 24, cols)};
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	void *dws[3];
-	float *dys[3];
-	for (int i = 0; i < 3; i++) {
-		dws[i] = dev_mat(&ms[i], 1);
-		dys[i] = dev_poison((size_t)ms[i].rows * 4);
-		a.seg[i] = (struct ember_gemv_seg){dws[i], ms[i].type, 1, ms[i].rows, dys[i]};
-	}
-	a.n_seg = 3;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_RMS;
-	a.x = dx;
-	a.norm_w = dnw;
-	a.eps = 1e-6f;
-	a.epi = EMBER_GEMV_STORE;
-	MUST(ember_gemv(&a, 0));
-	double worst = 0;
-	for (int i = 0; i < 3; i++) {
-		float y[32];
-		dev_download(y, dys[i], (size_t)ms[i].rows * 4);
-		for (int r = 0; r < ms[i].rows; r++) {
-			double mag, ref = ref_dot(&ms[i], r, xn, &mag);
-			double err = fabs(y[r] - ref) / (mag + 1e-12);
-			worst = isnan(err) || err > worst ? (isnan(err) ? INFINITY : err) : worst;
-		}
-	}
-	printf("gemv 3 segments (Q4_K, Q4_K, Q6_K) rms input: max rel err %.2e\n", worst);
-	CHECK(worst < 1e-3, "gemv multi-segment rms: rel err %.3g", worst);
-
-	/* Residual epilogue: out += W x (fp16 input). */
-	{
-		float *res = malloc(rows * 4), *got = malloc(rows * 4);
-		struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
-		for (int r = 0; r < rows; r++)
-			res[r] = nrand();
-		float *xr = malloc(cols * 4);
-		uint16_t *xh = to_half(x, cols, xr);
-		void *dw = dev_mat(&m, 1), *dxh = dev_upload(xh, cols * 2);
-		float *dres = dev_upload(res, rows * 4);
-		memset(&a, 0, sizeof(a));
-		a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dres};
-		a.n_seg = 1;
-		a.k = cols;
-		a.in_mode = EMBER_GEMV_IN_F16;
-		a.x = dxh;
-		a.epi = EMBER_GEMV_RESID;
-		MUST(ember_gemv(&a, 0));
-		dev_download(got, dres, rows * 4);
-		double w2 = 0;
-		for (int r = 0; r < rows; r++) {
-			double mag, ref = res[r] + ref_dot(&m, r, xr, &mag);
-			double err = fabs(got[r] - ref) / (mag + fabs(res[r]) + 1e-12);
-			w2 = isnan(err) ? INFINITY : (err > w2 ? err : w2);
-		}
-		printf("gemv residual epilogue: max rel err %.2e\n", w2);
-		CHECK(w2 < 1e-4, "gemv residual: rel err %.3g", w2);
-		cudaFree(dw);
-		cudaFree(dxh);
-		cudaFree(dres);
-		free(res);
-		free(got);
-		free(xr);
-		free(xh);
-		free_mat(&m);
-	}
-
-	/* SwiGLU epilogue: gate (Q4_K tiled) and up (Q6_K raw) share the RMS input. */
-	{
-		struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
-		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, 0);
-		void *dh = dev_poison(rows * 2);
-		memset(&a, 0, sizeof(a));
-		a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
-		a.seg[1] = (struct ember_gemv_seg){du, um.type, 0, rows, NULL};
-		a.n_seg = 2;
-		a.k = cols;
-		a.in_mode = EMBER_GEMV_IN_RMS;
-		a.x = dx;
-		a.norm_w = dnw;
-		a.eps = 1e-6f;
-		a.epi = EMBER_GEMV_SWIGLU;
-		a.out_h = dh;
-		MUST(ember_gemv(&a, 0));
-		uint16_t h[64];
-		dev_download(h, dh, rows * 2);
-		double w3 = 0;
-		for (int r = 0; r < rows; r++) {
-			double mg, mu, g = ref_dot(&gm, r, xn, &mg), u = ref_dot(&um, r, xn, &mu);
-			const double ref = g / (1 + exp(-g)) * u;
-			const double err = fabs(ember_fp16_to_f32(h[r]) - ref) / (fabs(ref) + 1e-3 * (mg + mu) + 1e-6);
-			w3 = isnan(err) ? INFINITY : (err > w3 ? err : w3);
-		}
-		printf("gemv swiglu epilogue: max rel err %.2e\n", w3);
-		CHECK(w3 < 3e-3, "gemv swiglu: rel err %.3g", w3);
-		cudaFree(dg);
-		cudaFree(du);
-		cudaFree(dh);
-		free_mat(&gm);
-		free_mat(&um);
-	}
-	for (int i = 0; i < 3; i++) {
-		cudaFree(dws[i]);
-		cudaFree(dys[i]);
-		free_mat(&ms[i]);
-	}
-	cudaFree(dx);
-	cudaFree(dnw);
-	free(x);
-	free(nw);
-	free(xn);
-}
-
-static void test_gemv_argmax(void)
-{
-	const int rows = 1000, cols = 256;
-	struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
-	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
-	for (int k = 0; k < cols; k++) {
-		x[k] = nrand();
-		nw[k] = 1.0f;
-	}
-	rms_ref(x, nw, cols, 1e-6f, xn);
-	int best = 0;
-	double bestv = -1e30, second = -1e30;
-	for (int r = 0; r < rows; r++) {
-		double mag, v = ref_dot(&m, r, xn, &mag);
-		if (v > bestv) {
-			second = bestv;
-			bestv = v;
-			best = r;
-		} else if (v > second) {
-			second = v;
-		}
-	}
-	void *dw = dev_mat(&m, 1);
-	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4), *dl = dev_poison(rows * 4);
-	struct ember_decode_state st0 = {5, 7, 3, 0, 0}, st;
-	struct ember_decode_state *dst = dev_upload(&st0, sizeof(st0));
-	int32_t *dout = dev_poison(10 * 4), out[10];
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dl};
-	a.n_seg = 1;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_RMS;
-	a.x = dx;
-	a.norm_w = dnw;
-	a.eps = 1e-6f;
-	a.epi = EMBER_GEMV_ARGMAX;
-	a.state = dst;
-	a.out_tokens = dout;
-	a.out_tokens_cap = 10;
-	MUST(ember_gemv(&a, 0));
-	MUST(ember_gemv(&a, 0)); /* second run: the last CTA must have reset best/done */
-	dev_download(&st, dst, sizeof(st));
-	dev_download(out, dout, sizeof(out));
-	printf("gemv argmax: token %d (ref %d, margin %.2e), pos %d step %d\n", st.token, best, bestv - second, st.pos, st.step);
-	if (bestv - second > 1e-3)
-		CHECK(st.token == best && out[3] == best && out[4] == best, "argmax %d/%d/%d, expected %d", st.token, out[3], out[4], best);
-	CHECK(st.pos == 9 && st.step == 5 && st.done == 0 && st.best == 0, "decode state not advanced/reset: pos %d step %d done %u",
-	      st.pos, st.step, st.done);
-	cudaFree(dw);
-	cudaFree(dx);
-	cudaFree(dnw);
-	cudaFree(dl);
-	cudaFree(dst);
-	cudaFree(dout);
-	free(x);
-	free(nw);
-	free(xn);
-	free_mat(&m);
-}
+int test_kernels_gemv(void); /* test_kernels_gemv.c: the GEMV checks, returns failures */
 
 static void test_dequant_embed(int type, int rows, int cols)
 {
@@ -740,20 +441,11 @@ int main(void)
 {
 	require_gpu_or_skip("test_cuda_kernels");
 	const int types[] = {EMBER_T_Q8_0, EMBER_T_Q4_K, EMBER_T_Q6_K};
-	for (int i = 0; i < 3; i++) {
-		const int cols = types[i] == EMBER_T_Q8_0 ? 320 : 512;
-		test_gemv_store(types[i], 1, 50, cols);
-		test_gemv_store(types[i], 0, 50, cols);
-		test_dequant_embed(types[i], 20, cols);
-	}
-	test_gemv_store(EMBER_T_Q4_K, 1, 300, 4096); /* several k-tiles per warp (prefetch path) */
-	test_gemv_store(EMBER_T_F16, 0, 40, 200);
-	test_gemv_store(EMBER_T_BF16, 0, 40, 200);
-	test_gemv_store(EMBER_T_F32, 0, 40, 200);
+	for (int i = 0; i < 3; i++)
+		test_dequant_embed(types[i], 20, types[i] == EMBER_T_Q8_0 ? 320 : 512);
 	test_dequant_embed(EMBER_T_F16, 20, 200);
 	test_dequant_embed(EMBER_T_BF16, 20, 200);
-	test_gemv_fused();
-	test_gemv_argmax();
+	const int gemv_failures = test_kernels_gemv(); /* test_kernels_gemv.c */
 	test_attn_decode(128, 4, 0, 33);
 	test_attn_decode(128, 4, 1100, 33);
 	test_attn_decode(128, 2, 99, 1);
@@ -765,8 +457,8 @@ int main(void)
 	test_rows();
 	test_gemm();
 	test_errors();
-	if (test_failures) {
-		fprintf(stderr, "test_cuda_kernels: %d check(s) failed\n", test_failures);
+	if (test_failures + gemv_failures) {
+		fprintf(stderr, "test_cuda_kernels: %d check(s) failed\n", test_failures + gemv_failures);
 		return 1;
 	}
 	printf("test_cuda_kernels: all checks passed\n");

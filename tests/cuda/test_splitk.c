@@ -139,9 +139,13 @@ static void check_plans(void)
 	};
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
 		const struct ember_splitk_plan p = ember_splitk_make_plan(pins[i].setting, pins[i].kt, pins[i].groups, pins[i].passes, N_SM);
-		printf("plan %-13s %-4s: %2d slices x %2d tiles, %5d CTAs (%.1f waves of %d per SM)\n", pins[i].what,
-		       setting_name(pins[i].setting), p.slices, p.slice_tiles, ember_splitk_grid(&p, EMBER_SPLITK_GRID_PER_SM * N_SM),
-		       (double)ember_splitk_grid(&p, EMBER_SPLITK_GRID_PER_SM * N_SM) / (EMBER_SPLITK_CTAS_PER_SM * N_SM), EMBER_SPLITK_CTAS_PER_SM);
+		const int grid = ember_splitk_grid(&p, EMBER_SPLITK_GRID_PER_SM * N_SM);
+		if (pins[i].setting == EMBER_SPLITK_AUTO && p.slices * p.passes == 1)
+			printf("plan %-13s %-4s: 1 slice: the plain kernel runs\n", pins[i].what, setting_name(pins[i].setting));
+		else
+			printf("plan %-13s %-4s: %2d slices x %2d tiles, %5d CTAs (%.1f waves of %d per SM)\n", pins[i].what,
+			       setting_name(pins[i].setting), p.slices, p.slice_tiles, grid,
+			       (double)grid / (EMBER_SPLITK_CTAS_PER_SM * N_SM), EMBER_SPLITK_CTAS_PER_SM);
 		CHECK(p.slices == pins[i].slices && p.slice_tiles == pins[i].tiles, "%s: %d slices of %d tiles, expected %d of %d",
 		      pins[i].what, p.slices, p.slice_tiles, pins[i].slices, pins[i].tiles);
 	}

@@ -1,0 +1,384 @@
+/*
+ * test_kernels_gemv.c - the decode GEMV part of test_cuda_kernels (kept apart for size): the plain
+ * kernel against dequantize-then-dot for every weight type, tiled and raw, with its fused inputs
+ * and epilogues; and the split-K kernel (EMBER_GEMV_SPLITK: N = 1, 2, 3, 4, 7, auto) against the
+ * plain kernel (only the order of fp32 additions differs), bit-identical across two runs, with
+ * every row-block counter back at zero after each launch, and refusing missing or short scratch.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_testutil.h"
+#include "gemv.cuh"
+#include "layout.cuh"
+#include "mat_testutil.h"
+#include "quant.h"
+
+int test_kernels_gemv(void);
+
+/* ---- split-K GEMV: shared scratch (ember_gemv_args.splitk_*) ---- */
+
+static const int splitk_settings[] = {1, 2, 3, 4, 7, EMBER_SPLITK_AUTO};
+#define SPLITK_FLOATS (1u << 22)
+#define SPLITK_COUNTERS 65536
+static float *splitk_scratch;
+static uint32_t *splitk_counters;
+
+static void splitk_set(struct ember_gemv_args *a, int setting)
+{
+	if (!splitk_scratch) {
+		splitk_scratch = dev_poison((size_t)SPLITK_FLOATS * 4);
+		splitk_counters = dev_poison((size_t)SPLITK_COUNTERS * 4);
+		MUST(cudaMemset(splitk_counters, 0, (size_t)SPLITK_COUNTERS * 4));
+	}
+	a->splitk = setting;
+	a->splitk_scratch = splitk_scratch;
+	a->splitk_scratch_floats = SPLITK_FLOATS;
+	a->splitk_counters = splitk_counters;
+	a->splitk_counters_cap = SPLITK_COUNTERS;
+}
+
+/* Every row-block counter must be back at zero after each launch. */
+static int splitk_counters_dirty(void)
+{
+	static uint32_t c[SPLITK_COUNTERS];
+	if (!splitk_counters)
+		return 0;
+	dev_download(c, splitk_counters, sizeof(c));
+	int dirty = 0;
+	for (int i = 0; i < SPLITK_COUNTERS; i++)
+		dirty += c[i] != 0;
+	return dirty;
+}
+
+static const char *splitk_name(int s)
+{
+	static char buf[16];
+	snprintf(buf, sizeof(buf), s == EMBER_SPLITK_AUTO ? "auto" : "%d", s);
+	return buf;
+}
+
+static void test_gemv_store(int type, int tiled, int rows, int cols)
+{
+	struct mat m = make_mat(type, rows, cols);
+	float *x = malloc((size_t)cols * 4), *xr = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
+	for (int k = 0; k < cols; k++)
+		x[k] = nrand();
+	uint16_t *xh = to_half(x, cols, xr);
+	void *dw = dev_mat(&m, tiled), *dx = dev_upload(xh, (size_t)cols * 2);
+	float *dy = dev_poison((size_t)rows * 4);
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	a.seg[0] = (struct ember_gemv_seg){dw, type, tiled, rows, dy};
+	a.n_seg = 1;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_F16;
+	a.x = dx;
+	a.epi = EMBER_GEMV_STORE;
+	MUST(ember_gemv(&a, 0));
+	dev_download(y, dy, (size_t)rows * 4);
+	double worst = 0;
+	for (int r = 0; r < rows; r++) {
+		double mag, ref = ref_dot(&m, r, xr, &mag);
+		const double err = fabs(y[r] - ref) / (mag + 1e-12);
+		if (!(err <= worst))
+			worst = isnan(err) ? INFINITY : (err > worst ? err : worst);
+	}
+	printf("gemv %-5s %-6s %3dx%-4d store: max rel err %.2e\n", ember_type_name((enum ember_type)type),
+	       tiled ? "tiled" : "raw", rows, cols, worst);
+	CHECK(worst < 1e-4, "gemv %s %s: rel err %.3g >= 1e-4", ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", worst);
+
+	/* Split-K: only the order of fp32 additions differs from the plain kernel. */
+	float *ys = malloc((size_t)rows * 4), *ys2 = malloc((size_t)rows * 4);
+	double worst_split = 0;
+	for (size_t i = 0; i < sizeof(splitk_settings) / sizeof(splitk_settings[0]); i++) {
+		splitk_set(&a, splitk_settings[i]);
+		MUST(cudaMemset(dy, 0xFF, (size_t)rows * 4));
+		MUST(ember_gemv(&a, 0));
+		dev_download(ys, dy, (size_t)rows * 4);
+		MUST(cudaMemset(dy, 0xFF, (size_t)rows * 4));
+		MUST(ember_gemv(&a, 0));
+		dev_download(ys2, dy, (size_t)rows * 4);
+		CHECK(memcmp(ys, ys2, (size_t)rows * 4) == 0, "gemv %s split-K %s: two runs differ", ember_type_name((enum ember_type)type),
+		      splitk_name(splitk_settings[i]));
+		for (int r = 0; r < rows; r++) {
+			double mag;
+			(void)ref_dot(&m, r, xr, &mag);
+			const double err = fabs((double)ys[r] - y[r]) / (mag + 1e-12);
+			worst_split = isnan(err) ? INFINITY : (err > worst_split ? err : worst_split);
+		}
+		const int dirty = splitk_counters_dirty();
+		CHECK(dirty == 0, "gemv split-K %s: %d counters not reset", splitk_name(splitk_settings[i]), dirty);
+	}
+	printf("gemv %-5s %-6s %3dx%-4d split-K (N = 1 2 3 4 7 auto): max rel diff to plain %.2e, repeatable\n",
+	       ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", rows, cols, worst_split);
+	CHECK(worst_split < 2e-6, "gemv %s %s split-K: rel diff to plain %.3g >= 2e-6", ember_type_name((enum ember_type)type),
+	      tiled ? "tiled" : "raw", worst_split);
+	free(ys);
+	free(ys2);
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dy);
+	free(x);
+	free(xr);
+	free(xh);
+	free(y);
+	free_mat(&m);
+}
+
+/* The decode step's fused launches; splitk: EMBER_GEMV_SPLITK setting (0 = plain kernel). */
+static void test_gemv_fused(int splitk)
+{
+	const int cols = 768, rows = 40;
+	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
+	for (int k = 0; k < cols; k++) {
+		x[k] = nrand() * 3.0f;
+		nw[k] = 1.0f + 0.2f * nrand();
+	}
+	rms_ref(x, nw, cols, 1e-6f, xn);
+	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4);
+
+	/* Three segments of different types and sizes (the QKV launch), RMS input. */
+	struct mat ms[3] = {make_mat(EMBER_T_Q4_K, 32, cols), make_mat(EMBER_T_Q4_K, 17, cols), make_mat(EMBER_T_Q6_K, 24, cols)};
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	splitk_set(&a, splitk);
+	void *dws[3];
+	float *dys[3];
+	for (int i = 0; i < 3; i++) {
+		dws[i] = dev_mat(&ms[i], 1);
+		dys[i] = dev_poison((size_t)ms[i].rows * 4);
+		a.seg[i] = (struct ember_gemv_seg){dws[i], ms[i].type, 1, ms[i].rows, dys[i]};
+	}
+	a.n_seg = 3;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_RMS;
+	a.x = dx;
+	a.norm_w = dnw;
+	a.eps = 1e-6f;
+	a.epi = EMBER_GEMV_STORE;
+	MUST(ember_gemv(&a, 0));
+	double worst = 0;
+	for (int i = 0; i < 3; i++) {
+		float y[32];
+		dev_download(y, dys[i], (size_t)ms[i].rows * 4);
+		for (int r = 0; r < ms[i].rows; r++) {
+			double mag, ref = ref_dot(&ms[i], r, xn, &mag);
+			double err = fabs(y[r] - ref) / (mag + 1e-12);
+			worst = isnan(err) || err > worst ? (isnan(err) ? INFINITY : err) : worst;
+		}
+	}
+	printf("gemv 3 segments (Q4_K, Q4_K, Q6_K) rms input, split-K %s: max rel err %.2e\n", splitk_name(splitk), worst);
+	CHECK(worst < 1e-3, "gemv multi-segment rms: rel err %.3g", worst);
+
+	/* Residual epilogue: out += W x (fp16 input). */
+	{
+		float *res = malloc(rows * 4), *got = malloc(rows * 4);
+		struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
+		for (int r = 0; r < rows; r++)
+			res[r] = nrand();
+		float *xr = malloc(cols * 4);
+		uint16_t *xh = to_half(x, cols, xr);
+		void *dw = dev_mat(&m, 1), *dxh = dev_upload(xh, cols * 2);
+		float *dres = dev_upload(res, rows * 4);
+		memset(&a, 0, sizeof(a));
+		splitk_set(&a, splitk);
+		a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dres};
+		a.n_seg = 1;
+		a.k = cols;
+		a.in_mode = EMBER_GEMV_IN_F16;
+		a.x = dxh;
+		a.epi = EMBER_GEMV_RESID;
+		MUST(ember_gemv(&a, 0));
+		dev_download(got, dres, rows * 4);
+		double w2 = 0;
+		for (int r = 0; r < rows; r++) {
+			double mag, ref = res[r] + ref_dot(&m, r, xr, &mag);
+			double err = fabs(got[r] - ref) / (mag + fabs(res[r]) + 1e-12);
+			w2 = isnan(err) ? INFINITY : (err > w2 ? err : w2);
+		}
+		printf("gemv residual epilogue, split-K %s: max rel err %.2e\n", splitk_name(splitk), w2);
+		CHECK(w2 < 1e-4, "gemv residual: rel err %.3g", w2);
+		cudaFree(dw);
+		cudaFree(dxh);
+		cudaFree(dres);
+		free(res);
+		free(got);
+		free(xr);
+		free(xh);
+		free_mat(&m);
+	}
+
+	/* SwiGLU epilogue: gate (Q4_K tiled) and up (Q6_K raw) share the RMS input. */
+	{
+		struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
+		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, 0);
+		void *dh = dev_poison(rows * 2);
+		memset(&a, 0, sizeof(a));
+		splitk_set(&a, splitk);
+		a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
+		a.seg[1] = (struct ember_gemv_seg){du, um.type, 0, rows, NULL};
+		a.n_seg = 2;
+		a.k = cols;
+		a.in_mode = EMBER_GEMV_IN_RMS;
+		a.x = dx;
+		a.norm_w = dnw;
+		a.eps = 1e-6f;
+		a.epi = EMBER_GEMV_SWIGLU;
+		a.out_h = dh;
+		MUST(ember_gemv(&a, 0));
+		uint16_t h[64];
+		dev_download(h, dh, rows * 2);
+		double w3 = 0;
+		for (int r = 0; r < rows; r++) {
+			double mg, mu, g = ref_dot(&gm, r, xn, &mg), u = ref_dot(&um, r, xn, &mu);
+			const double ref = g / (1 + exp(-g)) * u;
+			const double err = fabs(ember_fp16_to_f32(h[r]) - ref) / (fabs(ref) + 1e-3 * (mg + mu) + 1e-6);
+			w3 = isnan(err) ? INFINITY : (err > w3 ? err : w3);
+		}
+		printf("gemv swiglu epilogue, split-K %s: max rel err %.2e\n", splitk_name(splitk), w3);
+		CHECK(w3 < 3e-3, "gemv swiglu: rel err %.3g", w3);
+		cudaFree(dg);
+		cudaFree(du);
+		cudaFree(dh);
+		free_mat(&gm);
+		free_mat(&um);
+	}
+	for (int i = 0; i < 3; i++) {
+		cudaFree(dws[i]);
+		cudaFree(dys[i]);
+		free_mat(&ms[i]);
+	}
+	const int dirty = splitk_counters_dirty();
+	CHECK(dirty == 0, "gemv fused split-K %s: %d counters not reset", splitk_name(splitk), dirty);
+	cudaFree(dx);
+	cudaFree(dnw);
+	free(x);
+	free(nw);
+	free(xn);
+}
+
+static void test_gemv_argmax(int splitk, int cols)
+{
+	const int rows = 1000;
+	struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
+	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
+	for (int k = 0; k < cols; k++) {
+		x[k] = nrand();
+		nw[k] = 1.0f;
+	}
+	rms_ref(x, nw, cols, 1e-6f, xn);
+	int best = 0;
+	double bestv = -1e30, second = -1e30;
+	for (int r = 0; r < rows; r++) {
+		double mag, v = ref_dot(&m, r, xn, &mag);
+		if (v > bestv) {
+			second = bestv;
+			bestv = v;
+			best = r;
+		} else if (v > second) {
+			second = v;
+		}
+	}
+	void *dw = dev_mat(&m, 1);
+	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4), *dl = dev_poison(rows * 4);
+	struct ember_decode_state st0 = {5, 7, 3, 0, 0}, st;
+	struct ember_decode_state *dst = dev_upload(&st0, sizeof(st0));
+	int32_t *dout = dev_poison(10 * 4), out[10];
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	splitk_set(&a, splitk);
+	a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dl};
+	a.n_seg = 1;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_RMS;
+	a.x = dx;
+	a.norm_w = dnw;
+	a.eps = 1e-6f;
+	a.epi = EMBER_GEMV_ARGMAX;
+	a.state = dst;
+	a.out_tokens = dout;
+	a.out_tokens_cap = 10;
+	MUST(ember_gemv(&a, 0));
+	MUST(ember_gemv(&a, 0)); /* second run: the last CTA must have reset best/done */
+	dev_download(&st, dst, sizeof(st));
+	dev_download(out, dout, sizeof(out));
+	printf("gemv argmax K=%d split-K %s: token %d (ref %d, margin %.2e), pos %d step %d\n", cols, splitk_name(splitk), st.token,
+	       best, bestv - second, st.pos, st.step);
+	const int dirty = splitk_counters_dirty();
+	CHECK(dirty == 0, "gemv argmax split-K %s: %d counters not reset", splitk_name(splitk), dirty);
+	if (bestv - second > 1e-3)
+		CHECK(st.token == best && out[3] == best && out[4] == best, "argmax %d/%d/%d, expected %d", st.token, out[3], out[4], best);
+	CHECK(st.pos == 9 && st.step == 5 && st.done == 0 && st.best == 0, "decode state not advanced/reset: pos %d step %d done %u",
+	      st.pos, st.step, st.done);
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dnw);
+	cudaFree(dl);
+	cudaFree(dst);
+	cudaFree(dout);
+	free(x);
+	free(nw);
+	free(xn);
+	free_mat(&m);
+}
+
+static void test_gemv_errors(void)
+{
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	/* Split-K without its scratch, or with too little, is refused before anything is launched. */
+	void *dw = dev_poison(1 << 16), *dx = dev_poison(4096);
+	float *dy = dev_poison(4096);
+	a.seg[0] = (struct ember_gemv_seg){dw, EMBER_T_Q8_0, 1, 32, dy};
+	a.n_seg = 1;
+	a.k = 1024;
+	a.in_mode = EMBER_GEMV_IN_F16;
+	a.x = dx;
+	a.epi = EMBER_GEMV_STORE;
+	a.splitk = 4;
+	CHECK(ember_gemv(&a, 0) != 0 && strstr(ember_error_last(), "splitk_scratch"), "split-K ran without scratch");
+	splitk_set(&a, 4);
+	a.splitk_scratch_floats = 10;
+	CHECK(ember_gemv(&a, 0) != 0 && strstr(ember_error_last(), "splitk_scratch_floats"), "split-K ran on too little scratch");
+	splitk_set(&a, 4);
+	a.splitk_counters_cap = 1;
+	CHECK(ember_gemv(&a, 0) != 0 && strstr(ember_error_last(), "splitk_counters_cap"), "split-K ran with too few counters");
+	a.splitk = -5;
+	CHECK(ember_gemv(&a, 0) != 0, "split-K setting -5 accepted");
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dy);
+}
+
+/* Runs the GEMV checks; returns the number of failed checks. */
+int test_kernels_gemv(void)
+{
+	const int types[] = {EMBER_T_Q8_0, EMBER_T_Q4_K, EMBER_T_Q6_K};
+	for (int i = 0; i < 3; i++) {
+		const int cols = types[i] == EMBER_T_Q8_0 ? 320 : 512;
+		test_gemv_store(types[i], 1, 50, cols);
+		test_gemv_store(types[i], 0, 50, cols);
+	}
+	test_gemv_store(EMBER_T_Q4_K, 1, 300, 4096); /* several k-tiles per warp (prefetch path) */
+	test_gemv_store(EMBER_T_F16, 0, 40, 200);
+	test_gemv_store(EMBER_T_BF16, 0, 40, 200);
+	test_gemv_store(EMBER_T_F32, 0, 40, 200);
+	/* Widths that give split-K several slices (and a partial last one, k % 16 != 0 for raw F16). */
+	test_gemv_store(EMBER_T_Q8_0, 1, 50, 4096);
+	test_gemv_store(EMBER_T_Q6_K, 1, 40, 12288);
+	test_gemv_store(EMBER_T_Q4_K, 0, 40, 2048);
+	test_gemv_store(EMBER_T_F16, 0, 40, 1000);
+	test_gemv_store(EMBER_T_BF16, 0, 24, 1000);
+	const int fused_splitk[] = {0, 2, 3, EMBER_SPLITK_AUTO};
+	for (int i = 0; i < 4; i++)
+		test_gemv_fused(fused_splitk[i]);
+	test_gemv_argmax(0, 256);
+	test_gemv_argmax(4, 1024);
+	test_gemv_argmax(7, 2048);
+	test_gemv_errors();
+	return test_failures;
+}
