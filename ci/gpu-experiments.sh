@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# ci/gpu-experiments.sh REPO - creates the experiment branches the GPU evaluations of issue 6 use,
+# each one commit on top of main, in the (bare) repository REPO:
+#   exp/aa        a comment-only change to the engine (A/A: nothing may be labelled)
+#   exp/nograph   the decode step's CUDA graph switched off by default (EMBER_GRAPHS=0): a real slowdown
+#   exp/splitk    the split-K decode GEMV switched on by default (EMBER_GEMV_SPLITK=auto): a kernel
+#                 variant that landed behind a toggle, now made the default
+#   exp/ropebug   RoPE's theta 1% off in the CUDA backend: a subtle numerical bug, speed unchanged
+# Each edit is checked to have changed the file, so a renamed line fails loudly instead of
+# producing an experiment that changes nothing.
+set -euo pipefail
+repo=$(cd "${1:?usage: $0 REPO}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git clone -q "$repo" "$work/w"
+cd "$work/w"
+g() { git -c user.name=abgate-experiments -c user.email=experiments@abgate.invalid "$@"; }
+
+experiment() { # branch message file sed-expression
+  local branch=$1 msg=$2 file=$3 expr=$4
+  g checkout -q -B "$branch" main
+  cp "$file" "$file.orig"
+  sed -i "$expr" "$file"
+  if cmp -s "$file" "$file.orig"; then
+    echo "gpu-experiments: $branch: '$expr' changed nothing in $file" >&2
+    exit 1
+  fi
+  rm "$file.orig"
+  g commit -qam "$msg"
+  git push -q origin "$branch"
+  echo "gpu-experiments: $branch = $(git rev-parse --short HEAD): $msg"
+}
+
+experiment exp/aa "engine: reword a comment (no functional change)" engine/serve.c \
+  '1,3s|^ \* serve.c - |&(the SUT server) |'
+experiment exp/nograph "kernels: decode without CUDA graphs by default" kernels/cuda_backend.c \
+  's|env_int("EMBER_GRAPHS", 1)|env_int("EMBER_GRAPHS", 0)|'
+experiment exp/ropebug "kernels: precompute RoPE tables (introduces a 1% theta error)" kernels/cuda_backend.c \
+  's|pow((double)hp->rope_theta, |pow((double)hp->rope_theta * 1.01, |'
+experiment exp/splitk "kernels: split-K decode GEMV on by default" kernels/cuda_backend.c \
+  '/EMBER_GEMV_SPLITK: "auto"/s/the default 0/the default: auto/; /if (!v || !\*v)/{n;s/return 0;/return EMBER_SPLITK_AUTO;/}' 

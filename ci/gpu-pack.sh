@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# ci/gpu-pack.sh - prepares .gpu/eval/ (git-ignored) for ci/gpu-eval.sh on the GPU machine, which
+# has no libgit2, libmicrohttpd or jansson headers: the abgate binary built here with every
+# library it loads (../shared/tools/pack-libs.sh does the ldd walk), jansson's Debian packages for
+# ember's source builds there, and a bare copy of this repository with the experiment branches
+# of ci/gpu-experiments.sh.
+#   usage: ci/gpu-pack.sh [BUILD_DIR]       (default build/; abgate must be built there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+dest=.gpu/eval
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib" "$dest/deb"
+cp "$build/bin/abgate" "$dest/bin/"
+pack=../shared/tools/pack-libs.sh
+if [ -x "$pack" ] || [ -f "$pack" ]; then
+  bash "$pack" "$dest/lib" "$dest/bin/abgate"
+else
+  ldd "$dest/bin/abgate" | awk '/=> \// {print $3}' | grep -vE '/lib(c|m|dl|rt|pthread)\.so|ld-linux' |
+    xargs -I{} cp -L -n {} "$dest/lib/"
+fi
+(cd "$dest/deb" && apt-get download libjansson-dev libjansson4 >/dev/null 2>&1) ||
+  echo "gpu-pack: could not download jansson packages (ember will need jansson headers there)" >&2
+git clone -q --bare . "$dest/repo.git"
+bash ci/gpu-experiments.sh "$dest/repo.git"
+du -sh "$dest" | awk '{print "gpu-pack: " $1 " in " $2}'
