@@ -414,6 +414,7 @@ int ab_accuracy_run(struct ab_accuracy_result *out, const struct ab_accuracy_con
 	policy.kl_max = acc->kl_max;
 	policy.top1_drop_max = acc->top1_drop_max;
 	policy.kl_rise_max = acc->kl_rise_max;
+	policy.kl_rise_rel = acc->kl_rise_rel;
 	policy.alpha = cfg->suite->speed.alpha;
 	policy.n_differential = 2 * (cfg->n_models > 0 ? cfg->n_models : 1);
 	policy.seed = cfg->seed;

@@ -604,14 +604,14 @@ static int parse_speed(struct ab_suite_speed *speed, struct parser *p, const jso
 static int parse_accuracy(struct ab_suite *suite, struct parser *p, const json_t *root)
 {
 	static const char *const keys[] = { "enabled", "windows", "window_len", "score_from", "top_k", "corpus",
-					     "top1_min", "kl_max", "top1_drop_max", "kl_rise_max", "greedy_check", NULL };
+					     "top1_min", "kl_max", "top1_drop_max", "kl_rise_max", "kl_rise_rel", "greedy_check", NULL };
 	struct ab_suite_accuracy *acc = &suite->accuracy;
 	json_t *v = optional(root, "accuracy");
 	size_t old;
 	int i, any_reference = 0;
 
 	/* Defaults even when absent, so that a caller enabling accuracy later gets sane values. */
-	*acc = (struct ab_suite_accuracy){ 0, 4, 256, 128, 32, NULL, 0.90, 0.20, 0.01, 0.02, 1 };
+	*acc = (struct ab_suite_accuracy){ 0, 4, 256, 128, 32, NULL, 0.90, 0.20, 0.01, 0.02, 0, 1 };
 	if (!v)
 		return 0;
 	old = path_push_key(p, "accuracy");
@@ -626,6 +626,7 @@ static int parse_accuracy(struct ab_suite *suite, struct parser *p, const json_t
 	    get_number(&acc->kl_max, p, v, "kl_max", 0.20, 0, INFINITY, "[)") < 0 ||
 	    get_number(&acc->top1_drop_max, p, v, "top1_drop_max", 0.01, 0, 1, "[]") < 0 ||
 	    get_number(&acc->kl_rise_max, p, v, "kl_rise_max", 0.02, 0, INFINITY, "[)") < 0 ||
+	    get_number(&acc->kl_rise_rel, p, v, "kl_rise_rel", 0, 0, INFINITY, "[)") < 0 ||
 	    get_bool(&acc->greedy_check, p, v, "greedy_check", 1) < 0)
 		return AB_EINVALID;
 	for (i = 0; i < suite->model_count; i++)
@@ -947,12 +948,13 @@ json_t *ab_suite_to_json(const struct ab_suite *suite)
 	build = json_pack("{s:o, s:i}", "build", argv_to_json(&suite->build), "timeout_s", suite->build_timeout_s);
 	if (build && suite->configure.argc)
 		json_object_set_new(build, "configure", argv_to_json(&suite->configure));
-	accuracy = json_pack("{s:b, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:b}",
+	accuracy = json_pack("{s:b, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b}",
 			     "enabled", acc->enabled, "windows", acc->windows, "window_len", acc->window_len,
 			     "score_from", acc->score_from, "top_k", acc->top_k,
 			     "corpus", acc->corpus ? json_string(acc->corpus) : json_null(),
 			     "top1_min", acc->top1_min, "kl_max", acc->kl_max, "top1_drop_max", acc->top1_drop_max,
-			     "kl_rise_max", acc->kl_rise_max, "greedy_check", acc->greedy_check);
+			     "kl_rise_max", acc->kl_rise_max, "kl_rise_rel", acc->kl_rise_rel,
+			     "greedy_check", acc->greedy_check);
 	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:{s:o, s:i}, s:{s:o}, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s},"
 			 " s:o, s:o, s:o}",
 			 "schema", AB_SUITE_SCHEMA, "name", suite->name, "build", build, "sut", sut_to_json(&suite->sut),

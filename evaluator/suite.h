@@ -46,6 +46,8 @@
  *     .kl_max                 >= 0                               0.20
  *     .top1_drop_max          [0, 1]                             0.01
  *     .kl_rise_max            >= 0                               0.02
+ *     .kl_rise_rel            >= 0: the rise may also be this multiple 0
+ *                             of the base's own mean KL
  *     .greedy_check           bool                               true
  *   tiers.{XS,S,M,L,XL}       strictly increasing, in (0, 10)    0.02 0.035 0.06 0.10 0.18
  *   harness_paths             relative paths                     ["guards/","evaluator/","tools/","ci/"]
@@ -132,7 +134,9 @@ struct ab_suite_accuracy {
 	double top1_min;                /* absolute gate: head top-1 agreement >= this */
 	double kl_max;                  /* absolute gate: head mean KL <= this */
 	double top1_drop_max;           /* differential gate: base - head top-1 <= this */
-	double kl_rise_max;             /* differential gate: head - base mean KL <= this */
+	double kl_rise_max;             /* differential gate: head - base mean KL <= this ... */
+	double kl_rise_rel;             /* ... + kl_rise_rel * base mean KL (a same-GGUF base sits near
+	                                 * its kernels' rounding floor, so a bug shows as a multiple) */
 	int greedy_check;               /* report where head's greedy tokens first differ from base's */
 };
 

@@ -174,11 +174,18 @@ size_t ab_acc_gates(struct ab_gate_result out[4], const char *model, const struc
 		"head agrees %+.4f less often than base (one-sided lower bound %.4f), %d paired positions",
 		diff->top1_drop, diff->top1_drop_lo, diff->n);
 
-	gate_init(&out[3], "kl_rise", model, diff->kl_rise, p->kl_rise_max, "<=");
-	out[3].pass = !(diff->kl_rise_lo > p->kl_rise_max);
-	snprintf(out[3].detail, sizeof(out[3].detail),
-		"head mean KL %+.3g vs base (one-sided lower bound %.3g), %d paired positions",
-		diff->kl_rise, diff->kl_rise_lo, diff->n);
+	double kl_limit = p->kl_rise_max + p->kl_rise_rel * base->kl_mean;
+	gate_init(&out[3], "kl_rise", model, diff->kl_rise, kl_limit, "<=");
+	out[3].pass = !(diff->kl_rise_lo > kl_limit);
+	if (p->kl_rise_rel > 0)
+		snprintf(out[3].detail, sizeof(out[3].detail),
+			"head mean KL %+.3g vs base %.3g (one-sided lower bound %+.3g; limit %.3g + %.3g x base), "
+			"%d paired positions", diff->kl_rise, base->kl_mean, diff->kl_rise_lo, p->kl_rise_max,
+			p->kl_rise_rel, diff->n);
+	else
+		snprintf(out[3].detail, sizeof(out[3].detail),
+			"head mean KL %+.3g vs base (one-sided lower bound %.3g), %d paired positions",
+			diff->kl_rise, diff->kl_rise_lo, diff->n);
 	return 4;
 }
 

@@ -10,7 +10,9 @@
  *                 anchor bot gates; the intervals are reported next to them);
  *   differential  the head is worse than the base beyond a margin WITH confidence: the lower
  *                 bound of the paired top-1 drop exceeds top1_drop_max, or the lower bound of the
- *                 paired KL rise exceeds kl_rise_max (one-sided bootstrap bounds over positions,
+ *                 paired KL rise exceeds kl_rise_max + kl_rise_rel x base mean KL (a base run of the
+ *                 same GGUF sits at its kernels' rounding floor, so a numerical bug shows as a
+ *                 multiple of it long before it nears an absolute threshold; one-sided bootstrap bounds over positions,
  *                 Bonferroni across the differential gates of all models at level alpha).
  * A failed gate makes the verdict eval:REJECT + accuracy-regression; a gate that could not be
  * measured (the SUT crashed, timed out) is an infra error, never a REJECT.
@@ -50,7 +52,8 @@ struct ab_acc_policy {
 	double top1_min;               /* 0.90 */
 	double kl_max;                 /* 0.20 */
 	double top1_drop_max;          /* 0.01: head top-1 may not drop more than this below base */
-	double kl_rise_max;            /* 0.02: head mean KL may not rise more than this above base */
+	double kl_rise_max;            /* 0.02: head mean KL may not rise more than this above base ... */
+	double kl_rise_rel;            /* 0: ... plus this multiple of the base's own mean KL */
 	double alpha;                  /* 0.05: for the differential bounds (split by n_differential) */
 	int n_differential;            /* differential gates in the whole family (>= 1) */
 	int bootstrap_resamples;       /* 2000 */

@@ -152,6 +152,24 @@ static void gates_subtle_bug(void)
 	ab_acc_gates(g, "m", &sb, &sh, &d, &pol);
 	CHECK(!g[0].pass && !g[1].pass);
 
+	/* Near the rounding floor (what the H200 showed for a 1% RoPE theta error on qwen3-0.6b:
+	 * base 4.2e-6, head 1.4e-5), only a limit relative to the base's own KL can see the bug; the
+	 * same relative limit passes an A/A pair. */
+	simulate(ab, kb, N, 21, 0.002, 4.2e-6, 0);
+	simulate(ah, kh, N, 22, 0.002, 1.4e-5, 0);
+	pol.kl_rise_max = 2e-6;
+	pol.kl_rise_rel = 1.0;
+	CHECK(ab_acc_stats(&sb, ab, kb, N, 0.95, 1) == 0 && ab_acc_stats(&sh, ah, kh, N, 0.95, 2) == 0);
+	CHECK(ab_acc_diff(&d, ab, ah, kb, kh, N, &pol) == 0);
+	ab_acc_gates(g, "m", &sb, &sh, &d, &pol);
+	CHECK(!g[3].pass);
+	CHECK_NEAR(g[3].threshold, 2e-6 + sb.kl_mean, 1e-15);
+	simulate(ah, kh, N, 23, 0.002, 4.2e-6, 0);
+	CHECK(ab_acc_stats(&sh, ah, kh, N, 0.95, 2) == 0);
+	CHECK(ab_acc_diff(&d, ab, ah, kb, kh, N, &pol) == 0);
+	ab_acc_gates(g, "m", &sb, &sh, &d, &pol);
+	CHECK(g[3].pass);
+
 	struct ab_gate_result e;
 	ab_acc_gate_error(&e, "top1", "m", "timeout: no reply");
 	CHECK(e.error == 1 && e.pass == 0 && strstr(e.detail, "timeout") != NULL);
