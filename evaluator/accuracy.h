@@ -25,7 +25,7 @@
 struct ab_accuracy_model {
 	const struct ab_suite_model *model;
 	const struct ab_suite_ref *ref;       /* which of the model's references this run compares with */
-	const char *label;                    /* gates' model field: "<model>", or "<model>@<ref>" when the
+	const char *label;                    /* gates' model field: "<model>", or "<model>/<ref>" when the
 	                                       * model has several references */
 	const char *model_path;
 	struct ab_measure_sut side[2];        /* [AB_SIDE_BASE], [AB_SIDE_HEAD] */

@@ -137,7 +137,7 @@ int ab_cmd_eval(int argc, char **argv)
 	}
 	if (md_path) {
 		char *md = NULL;
-		struct ab_markdown_options mo = { .sticky_marker = 0 };
+		struct ab_markdown_options mo = { .samples = 0 };
 		if (ab_markdown_render(&md, result, &mo) < 0 || write_file(md_path, md) < 0)
 			out_failed = 1;
 		free(md);
@@ -262,7 +262,7 @@ int ab_cmd_report(int argc, char **argv)
 	if (strcmp(format, "json") == 0) {
 		out = json_dumps(doc, JSON_INDENT(2));
 	} else if (strcmp(format, "md") == 0) {
-		struct ab_markdown_options mo = { .sticky_marker = 0 };
+		struct ab_markdown_options mo = { .samples = 0 };
 		ab_markdown_render(&out, doc, &mo);
 	} else {
 		ab_terminal_render(&out, doc, isatty(STDOUT_FILENO));

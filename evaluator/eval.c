@@ -357,7 +357,7 @@ static int accuracy(struct eval *E)
 			am->model = sm;
 			am->ref = &sm->refs[r];
 			if (sm->ref_count > 1 || strcmp(sm->refs[r].name, "reference") != 0)
-				snprintf(labels[n], sizeof(labels[n]), "%s@%s", sm->name, sm->refs[r].name);
+				snprintf(labels[n], sizeof(labels[n]), "%s/%s", sm->name, sm->refs[r].name);
 			else
 				snprintf(labels[n], sizeof(labels[n]), "%s", sm->name);
 			am->label = labels[n];

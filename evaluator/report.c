@@ -150,7 +150,7 @@ static void add_body(struct text *t, const struct ab_report_target *tg, const st
 	if (rep->result) {
 		char *md = NULL;
 		struct ab_markdown_options mo = { .max_chars = room > t->len + 1000 ? room - t->len - 500 : 2000,
-						  .sticky_marker = 0, .samples = 1 };
+						  .samples = 1 };
 		if (ab_markdown_render(&md, rep->result, &mo) == 0) {
 			add(t, "%s", md);
 			free(md);

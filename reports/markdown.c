@@ -51,18 +51,10 @@ static void side_line(struct ab_text *t, const char *what, const json_t *side)
 	ab_text_printf(t, " (`%s`)", sha);
 }
 
-static void render_head(struct ab_text *t, const json_t *doc, const struct ab_markdown_options *o)
+static void render_head(struct ab_text *t, const json_t *doc)
 {
 	const json_t *verdict = json_object_get(doc, "verdict");
 	const char *label = ab_render_str(verdict, "label");
-	char sha[16];
-	if (o->sticky_marker) {
-		const char *head_sha = ab_render_str(json_object_get(doc, "head"), "sha");
-		ab_render_short_sha(sha, sizeof(sha), head_sha);
-		/* The full sha only if it is hex (it ends up inside an HTML comment). */
-		ab_text_printf(t, "%s schema=abgate.result/1 head=%s -->\n", AB_MARKDOWN_MARKER,
-			strcmp(sha, "unknown") == 0 ? "unknown" : head_sha);
-	}
 	ab_text_printf(t, "### %s abgate ", icon_for(ab_render_str(verdict, "kind"), label));
 	label_span(t, label ? label : "eval:unknown");
 	ab_text_puts(t, "\n\n");
@@ -401,7 +393,7 @@ static void render_footer(struct ab_text *t, const json_t *doc)
 
 int ab_markdown_render(char **out, const json_t *result, const struct ab_markdown_options *opts)
 {
-	struct ab_markdown_options o = { AB_MARKDOWN_MAX_CHARS, 0, 1 };
+	struct ab_markdown_options o = { AB_MARKDOWN_MAX_CHARS, 1 };
 	struct ab_text t = { 0 }, footer = { 0 }, row = { 0 };
 	if (opts)
 		o = *opts;
@@ -414,7 +406,7 @@ int ab_markdown_render(char **out, const json_t *result, const struct ab_markdow
 
 	render_footer(&footer, result);
 	size_t reserve = footer.len + 400;     /* footer plus the "cut" notes */
-	render_head(&t, result, &o);
+	render_head(&t, result);
 
 	/* Metric rows while they fit (a cap this small only bites on absurd documents). */
 	const json_t *metrics = json_object_get(result, "metrics");

@@ -14,17 +14,16 @@
 #include <jansson.h>
 
 #define AB_MARKDOWN_MAX_CHARS 65000     /* GitHub refuses comment bodies over 65536 characters */
-#define AB_MARKDOWN_MARKER "<!-- abgate:sticky"   /* how the sticky comment's first line starts */
 
 struct ab_markdown_options {
 	size_t max_chars;       /* 0: AB_MARKDOWN_MAX_CHARS; values below 2000 are raised to 2000 */
-	int sticky_marker;      /* 1: first line "<!-- abgate:sticky schema=abgate.result/1 head=<sha> -->" */
 	int samples;            /* 1: per-sample table in a <details> block (cut first when too long) */
 };
 
 /*
  * Renders `result` (borrowed). *out is a NUL-terminated string the caller frees with free().
- * opts may be NULL (defaults: cap 65000, no marker, samples on). Missing fields render as "n/a";
+ * opts may be NULL (defaults: cap 65000, samples on). The sticky comment's hidden marker
+ * is the poster's business (evaluator/report.h), not part of the rendering. Missing fields render as "n/a";
  * AB_EINVALID only when result is not an object, AB_ERROR on allocation failure.
  */
 int ab_markdown_render(char **out, const json_t *result, const struct ab_markdown_options *opts);
