@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "text.h"
 #include "log.h"
 
 #define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
@@ -427,44 +428,8 @@ int ab_config_has_auth(const struct ab_config *cfg)
 }
 
 /* A growing text buffer for describe/markdown. */
-struct text {
-	char *buf;
-	size_t len, cap;
-	int failed;
-};
 
-static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_add(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (t->failed)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			t->failed = 1;
-			return;
-		}
-		if (t->buf && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
-		char *nb = realloc(t->buf, cap);
-		if (!nb) {
-			t->failed = 1;
-			return;
-		}
-		t->buf = nb;
-		t->cap = cap;
-	}
-}
-
-static int text_finish(char **out, struct text *t)
+static int text_finish(char **out, struct ab_text *t)
 {
 	if (t->failed || !t->buf) {
 		free(t->buf);
@@ -474,34 +439,34 @@ static int text_finish(char **out, struct text *t)
 	return 0;
 }
 
-static void describe_value(struct text *t, void *base, const struct key_def *d, const char *prefix,
+static void describe_value(struct ab_text *t, void *base, const struct key_def *d, const char *prefix,
 			   const char *source)
 {
-	text_add(t, "  %s%s = ", prefix, d->key);
+	ab_text_printf(t, "  %s%s = ", prefix, d->key);
 	switch (d->type) {
 	case T_SECRET: {
 		const char *v = *(char **)field(base, d);
 		if (v)
-			text_add(t, "******** (%zu chars, from %s)\n", strlen(v), source ? source : "config");
+			ab_text_printf(t, "******** (%zu chars, from %s)\n", strlen(v), source ? source : "config");
 		else
-			text_add(t, "(not set)\n");
+			ab_text_printf(t, "(not set)\n");
 		return;
 	}
 	case T_STR: {
 		const char *v = *(char **)field(base, d);
-		text_add(t, v ? "\"%s\"\n" : "(not set)\n", v);
+		ab_text_printf(t, v ? "\"%s\"\n" : "(not set)\n", v);
 		return;
 	}
-	case T_INT: text_add(t, "%d\n", *(int *)field(base, d)); return;
-	case T_I64: text_add(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
+	case T_INT: ab_text_printf(t, "%d\n", *(int *)field(base, d)); return;
+	case T_I64: ab_text_printf(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
 	}
 }
 
 int ab_config_describe(char **out, const struct ab_config *cfg)
 {
-	struct text t = { 0 };
+	struct ab_text t = { 0 };
 
-	text_add(&t, "effective configuration (%s):\n", cfg->path ? cfg->path : "defaults");
+	ab_text_printf(&t, "effective configuration (%s):\n", cfg->path ? cfg->path : "defaults");
 	for (size_t k = 0; k < KEY_COUNT; k++) {
 		const struct key_def *d = &key_table[k];
 		if (d->section == S_TOP)
@@ -510,7 +475,7 @@ int ab_config_describe(char **out, const struct ab_config *cfg)
 			describe_value(&t, (void *)&cfg->github, d, "github.",
 				       d->type == T_SECRET ? cfg->github.token_source : NULL);
 	}
-	text_add(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
+	ab_text_printf(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
 				       : cfg->github.app_id ? "GitHub App (check runs)"
 							    : "none: posts are written to github.output_dir");
 	for (size_t i = 0; i < cfg->repo_count; i++) {
@@ -526,13 +491,13 @@ int ab_config_describe(char **out, const struct ab_config *cfg)
 int ab_config_table_markdown(char **out)
 {
 	static const char *type_names[] = { "string", "secret string", "integer", "integer" };
-	struct text t = { 0 };
+	struct ab_text t = { 0 };
 
-	text_add(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");
+	ab_text_printf(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");
 	for (size_t k = 0; k < KEY_COUNT; k++) {
 		const struct key_def *d = &key_table[k];
 		const char *prefix = d->section == S_GITHUB ? "github." : d->section == S_REPO ? "repos[]." : "";
-		text_add(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
+		ab_text_printf(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
 			 d->dflt ? d->dflt : "—", d->dflt ? "`" : "", d->meaning);
 	}
 	return text_finish(out, &t);

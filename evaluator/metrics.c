@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "text.h"
 
 #define STATUS_SLOTS 24
 #define OUTCOME_SLOTS 8
@@ -154,94 +155,60 @@ void ab_metrics_report_deferred(ab_metrics *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
-struct text {
-	char *buf;
-	size_t len, cap;
-	int failed;
-};
 
-static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	for (;;) {
-		if (t->failed)
-			return;
-		va_start(ap, fmt);
-		int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			t->failed = 1;
-			return;
-		}
-		if (t->buf && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = t->cap * 2 + (size_t)n + 4096;
-		char *nb = realloc(t->buf, cap);
-		if (!nb) {
-			t->failed = 1;
-			return;
-		}
-		t->buf = nb;
-		t->cap = cap;
-	}
-}
-
-static void add_hist(struct text *t, const char *name, const char *labels, const struct histogram *h)
+static void add_hist(struct ab_text *t, const char *name, const char *labels, const struct histogram *h)
 {
 	unsigned long long cum = 0;
 	const char *sep = labels[0] ? "," : "";
 	for (size_t i = 0; i < h->n; i++) {
 		cum += h->counts[i];
-		add(t, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, h->bounds[i], cum);
+		ab_text_printf(t, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, h->bounds[i], cum);
 	}
-	add(t, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, h->total);
-	add(t, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "", h->sum);
-	add(t, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "", h->total);
+	ab_text_printf(t, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, h->total);
+	ab_text_printf(t, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "", h->sum);
+	ab_text_printf(t, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "", h->total);
 }
 
-static void add_status(struct text *t, const char *name, const struct status_counter *slots, int errors_only)
+static void add_status(struct ab_text *t, const char *name, const struct status_counter *slots, int errors_only)
 {
 	for (int i = 0; i < STATUS_SLOTS; i++) {
 		if (slots[i].status < 0 || (errors_only && slots[i].status > 0 && slots[i].status < 400))
 			continue;
 		if (slots[i].status == 999)
-			add(t, "%s{status=\"other\"} %llu\n", name, slots[i].count);
+			ab_text_printf(t, "%s{status=\"other\"} %llu\n", name, slots[i].count);
 		else if (slots[i].status == 0)
-			add(t, "%s{status=\"network\"} %llu\n", name, slots[i].count);
+			ab_text_printf(t, "%s{status=\"network\"} %llu\n", name, slots[i].count);
 		else
-			add(t, "%s{status=\"%d\"} %llu\n", name, slots[i].status, slots[i].count);
+			ab_text_printf(t, "%s{status=\"%d\"} %llu\n", name, slots[i].status, slots[i].count);
 	}
 }
 
 int ab_metrics_render(char **out, ab_metrics *m, const struct ab_queue_stats *q)
 {
-	struct text t = { 0 };
+	struct ab_text t = { 0 };
 
 	pthread_mutex_lock(&m->lock);
-	add(&t, "# HELP abgate_webhook_deliveries_total POST /webhook requests by HTTP status answered.\n"
+	ab_text_printf(&t, "# HELP abgate_webhook_deliveries_total POST /webhook requests by HTTP status answered.\n"
 		"# TYPE abgate_webhook_deliveries_total counter\n");
 	add_status(&t, "abgate_webhook_deliveries_total", m->webhook, 0);
-	add(&t, "# HELP abgate_webhook_ack_seconds Time from request to answer for POST /webhook.\n"
+	ab_text_printf(&t, "# HELP abgate_webhook_ack_seconds Time from request to answer for POST /webhook.\n"
 		"# TYPE abgate_webhook_ack_seconds histogram\n");
 	add_hist(&t, "abgate_webhook_ack_seconds", "", &m->webhook_seconds);
-	add(&t, "# HELP abgate_github_requests_total GitHub API exchanges by HTTP status (network: no response).\n"
+	ab_text_printf(&t, "# HELP abgate_github_requests_total GitHub API exchanges by HTTP status (network: no response).\n"
 		"# TYPE abgate_github_requests_total counter\n");
 	add_status(&t, "abgate_github_requests_total", m->github, 0);
-	add(&t, "# HELP abgate_github_api_errors_total GitHub API answers >= 400 and network errors, by status.\n"
+	ab_text_printf(&t, "# HELP abgate_github_api_errors_total GitHub API answers >= 400 and network errors, by status.\n"
 		"# TYPE abgate_github_api_errors_total counter\n");
 	add_status(&t, "abgate_github_api_errors_total", m->github, 1);
-	add(&t, "# HELP abgate_github_request_seconds GitHub API exchange duration.\n"
+	ab_text_printf(&t, "# HELP abgate_github_request_seconds GitHub API exchange duration.\n"
 		"# TYPE abgate_github_request_seconds histogram\n");
 	add_hist(&t, "abgate_github_request_seconds", "", &m->github_seconds);
-	add(&t, "# HELP abgate_evaluations_total Evaluations finished, by outcome.\n"
+	ab_text_printf(&t, "# HELP abgate_evaluations_total Evaluations finished, by outcome.\n"
 		"# TYPE abgate_evaluations_total counter\n");
 	for (int i = 0; i < OUTCOME_SLOTS; i++)
 		if (m->evals[i].name[0])
-			add(&t, "abgate_evaluations_total{outcome=\"%s\"} %llu\n", m->evals[i].name, m->evals[i].count);
-	add(&t, "# HELP abgate_evaluation_seconds Evaluation wall time, by outcome.\n"
+			ab_text_printf(&t, "abgate_evaluations_total{outcome=\"%s\"} %llu\n", m->evals[i].name, m->evals[i].count);
+	ab_text_printf(&t, "# HELP abgate_evaluation_seconds Evaluation wall time, by outcome.\n"
 		"# TYPE abgate_evaluation_seconds histogram\n");
 	for (int i = 0; i < OUTCOME_SLOTS; i++)
 		if (m->evals[i].name[0]) {
@@ -249,20 +216,20 @@ int ab_metrics_render(char **out, ab_metrics *m, const struct ab_queue_stats *q)
 			snprintf(labels, sizeof(labels), "outcome=\"%s\"", m->evals[i].name);
 			add_hist(&t, "abgate_evaluation_seconds", labels, &m->evals[i].seconds);
 		}
-	add(&t, "# HELP abgate_reports_deferred_total Posts that failed and were scheduled for a retry.\n"
+	ab_text_printf(&t, "# HELP abgate_reports_deferred_total Posts that failed and were scheduled for a retry.\n"
 		"# TYPE abgate_reports_deferred_total counter\nabgate_reports_deferred_total %llu\n",
 	    m->reports_deferred);
 	pthread_mutex_unlock(&m->lock);
 	if (q) {
-		add(&t, "# HELP abgate_queue_depth Jobs waiting for a worker.\n# TYPE abgate_queue_depth gauge\n"
+		ab_text_printf(&t, "# HELP abgate_queue_depth Jobs waiting for a worker.\n# TYPE abgate_queue_depth gauge\n"
 			"abgate_queue_depth %lld\n", (long long)q->queued);
-		add(&t, "# HELP abgate_jobs Jobs by state.\n# TYPE abgate_jobs gauge\n");
-		add(&t, "abgate_jobs{state=\"queued\"} %lld\nabgate_jobs{state=\"running\"} %lld\n"
+		ab_text_printf(&t, "# HELP abgate_jobs Jobs by state.\n# TYPE abgate_jobs gauge\n");
+		ab_text_printf(&t, "abgate_jobs{state=\"queued\"} %lld\nabgate_jobs{state=\"running\"} %lld\n"
 			"abgate_jobs{state=\"reporting\"} %lld\nabgate_jobs{state=\"done\"} %lld\n"
 			"abgate_jobs{state=\"canceled\"} %lld\nabgate_jobs{state=\"superseded\"} %lld\n",
 		    (long long)q->queued, (long long)q->running, (long long)q->reporting, (long long)q->done,
 		    (long long)q->canceled, (long long)q->superseded);
-		add(&t, "# HELP abgate_commands_pending /eval commands waiting for their permission check.\n"
+		ab_text_printf(&t, "# HELP abgate_commands_pending /eval commands waiting for their permission check.\n"
 			"# TYPE abgate_commands_pending gauge\nabgate_commands_pending %lld\n",
 		    (long long)q->commands_pending);
 	}

@@ -12,42 +12,9 @@
 #include <string.h>
 
 #include "error.h"
+#include "text.h"
 #include "markdown.h"
 
-struct text {
-	char *buf;
-	size_t len, cap;
-	int failed;
-};
-
-static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	for (;;) {
-		if (t->failed)
-			return;
-		va_start(ap, fmt);
-		int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			t->failed = 1;
-			return;
-		}
-		if (t->buf && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = t->cap * 2 + (size_t)n + 1024;
-		char *nb = realloc(t->buf, cap);
-		if (!nb) {
-			t->failed = 1;
-			return;
-		}
-		t->buf = nb;
-		t->cap = cap;
-	}
-}
 
 static int has_verdict(const char *outcome)
 {
@@ -138,34 +105,34 @@ json_t *ab_report_labels(const struct ab_report *rep)
 }
 
 /* The body shared by comment and summary. `room` is the size left for it. */
-static void add_body(struct text *t, const struct ab_report_target *tg, const struct ab_report *rep, size_t room)
+static void add_body(struct ab_text *t, const struct ab_report_target *tg, const struct ab_report *rep, size_t room)
 {
 	const char *reason = verdict_reason(rep);
 
 	if (rep->note && rep->note[0])
-		add(t, "%s\n\n", rep->note);
+		ab_text_printf(t, "%s\n\n", rep->note);
 	if (is_infra(rep->outcome))
-		add(t, "> This is an infrastructure problem on the evaluation host, not a verdict on the PR. "
+		ab_text_printf(t, "> This is an infrastructure problem on the evaluation host, not a verdict on the PR. "
 		       "A maintainer can comment `/eval rerun` to try again.\n\n");
 	if (rep->result) {
 		char *md = NULL;
 		struct ab_markdown_options mo = { .max_chars = room > t->len + 1000 ? room - t->len - 500 : 2000,
 						  .samples = 1 };
 		if (ab_markdown_render(&md, rep->result, &mo) == 0) {
-			add(t, "%s", md);
+			ab_text_printf(t, "%s", md);
 			free(md);
 			return;
 		}
 		/* A result reports/ cannot read: say so rather than post nothing. */
-		add(t, "_The result document could not be rendered: %s_\n\n", ab_error_last());
+		ab_text_printf(t, "_The result document could not be rendered: %s_\n\n", ab_error_last());
 	}
-	add(t, "### abgate: `%s`%s%s\n\n", verdict_label(rep), reason[0] ? " — " : "", reason);
-	add(t, "<sub>head `%.12s` of #%d against `%s` · abgate</sub>\n", tg->head_sha, tg->pr,
+	ab_text_printf(t, "### abgate: `%s`%s%s\n\n", verdict_label(rep), reason[0] ? " — " : "", reason);
+	ab_text_printf(t, "<sub>head `%.12s` of #%d against `%s` · abgate</sub>\n", tg->head_sha, tg->pr,
 	    tg->base_ref ? tg->base_ref : "base");
 }
 
 /* Caps t at max bytes by cutting at the last newline that fits, and says so. */
-static void cap_text(struct text *t, size_t max)
+static void cap_text(struct ab_text *t, size_t max)
 {
 	static const char note[] = "\n\n_… cut to fit GitHub's size limit; the full report is in the result JSON._\n";
 	if (t->failed || t->len <= max)
@@ -175,10 +142,10 @@ static void cap_text(struct text *t, size_t max)
 		keep--;
 	t->len = keep;
 	t->buf[t->len] = '\0';
-	add(t, "%s", note);
+	ab_text_printf(t, "%s", note);
 }
 
-static int finish(char **out, struct text *t)
+static int finish(char **out, struct ab_text *t)
 {
 	if (t->failed || !t->buf) {
 		free(t->buf);
@@ -190,8 +157,8 @@ static int finish(char **out, struct text *t)
 
 int ab_report_comment_body(char **out, const struct ab_report_target *tg, const struct ab_report *rep)
 {
-	struct text t = { 0 };
-	add(&t, AB_COMMENT_MARKER " head=%s -->\n", tg->head_sha);
+	struct ab_text t = { 0 };
+	ab_text_printf(&t, AB_COMMENT_MARKER " head=%s -->\n", tg->head_sha);
 	add_body(&t, tg, rep, AB_COMMENT_MAX);
 	cap_text(&t, AB_COMMENT_MAX);
 	return finish(out, &t);
@@ -199,7 +166,7 @@ int ab_report_comment_body(char **out, const struct ab_report_target *tg, const 
 
 int ab_report_summary(char **out, const struct ab_report_target *tg, const struct ab_report *rep)
 {
-	struct text t = { 0 };
+	struct ab_text t = { 0 };
 	add_body(&t, tg, rep, AB_SUMMARY_MAX);
 	cap_text(&t, AB_SUMMARY_MAX);
 	return finish(out, &t);

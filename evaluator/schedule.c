@@ -1,9 +1,9 @@
 /*
  * schedule.c - deterministic randomness for an evaluation (see schedule.h). Every decision is a
  * pure function of (seed, domain, key...): the key is folded into one 64-bit value through
- * splitmix64's finaliser and seeds a private xoshiro256** stream, so any pair can be recomputed
- * on its own (a resumed or extended run sees the same orders and prompts) and no global state is
- * touched.
+ * splitmix64's finaliser and seeds a private xoshiro256** stream (guards/stats.h's ab_rng), so
+ * any pair can be recomputed on its own (a resumed or extended run sees the same orders and
+ * prompts) and no global state is touched.
  */
 #define _GNU_SOURCE
 #include "schedule.h"
@@ -21,15 +21,12 @@
 
 #include "error.h"
 #include "sample.h"
+#include "stats.h"   /* ab_rng: the project's one xoshiro256** */
 
 /* Domain tags keep the streams of different decisions independent for the same seed. */
 enum { DOMAIN_ORDER = 1, DOMAIN_PROMPT = 2, DOMAIN_WINDOWS = 3 };
 
 #define JSON_CORPUS_MAX_BYTES (256u << 20)   /* a JSON corpus is read whole: cap it */
-
-struct rng {
-	uint64_t s[4];
-};
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -54,40 +51,6 @@ static uint64_t hash_string(const char *s)
 	return h;
 }
 
-static void rng_seed(struct rng *r, uint64_t key)
-{
-	int i;
-	for (i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&key);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r)   /* xoshiro256** */
-{
-	uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
-/* Uniform in [0, bound), without modulo bias. bound > 0. */
-static uint64_t rng_below(struct rng *r, uint64_t bound)
-{
-	uint64_t threshold = -bound % bound, x;
-	do
-		x = rng_next(r);
-	while (x < threshold);
-	return x % bound;
-}
-
 int ab_schedule_first_side(uint64_t seed, int pair)
 {
 	int block_flip;
@@ -101,16 +64,16 @@ int ab_schedule_first_side(uint64_t seed, int pair)
 
 int ab_schedule_prompt(uint32_t *out_ids, uint64_t seed, const char *model, int ctx, int pair, uint32_t vocab_size)
 {
-	struct rng r;
+	struct ab_rng r;
 	int i;
 
 	if (ctx <= 0 || vocab_size == 0)
 		return ab_error_setc(AB_EINVALID, "schedule: prompt needs ctx > 0 and vocab_size > 0 (got %d, %u)", ctx,
 				     vocab_size);
-	rng_seed(&r, mix(mix(mix(mix(seed, DOMAIN_PROMPT), hash_string(model)), (uint64_t)(int64_t)ctx),
+	ab_rng_seed(&r, mix(mix(mix(mix(seed, DOMAIN_PROMPT), hash_string(model)), (uint64_t)(int64_t)ctx),
 			 (uint64_t)(int64_t)pair));
 	for (i = 0; i < ctx; i++)
-		out_ids[i] = (uint32_t)rng_below(&r, vocab_size);
+		out_ids[i] = (uint32_t)ab_rng_below(&r, vocab_size);
 	return 0;
 }
 
@@ -268,7 +231,7 @@ static int compare_offsets(const void *a, const void *b)
 
 /* Picks `count` non-overlapping windows: the corpus is cut into slots of window_len tokens behind a
  * random shift, and `count` distinct slots are drawn (Floyd's algorithm), then sorted. */
-static int choose_offsets(int64_t *offsets, struct rng *r, int64_t corpus_tokens, int count, int window_len,
+static int choose_offsets(int64_t *offsets, struct ab_rng *r, int64_t corpus_tokens, int count, int window_len,
 			  const char *path)
 {
 	int64_t slots = corpus_tokens / window_len, shift, j;
@@ -277,9 +240,9 @@ static int choose_offsets(int64_t *offsets, struct rng *r, int64_t corpus_tokens
 	if (slots < count)
 		return ab_error_setc(AB_EINVALID, "corpus %s: %lld tokens hold fewer than %d windows of %d tokens", path,
 				     (long long)corpus_tokens, count, window_len);
-	shift = (int64_t)rng_below(r, (uint64_t)(corpus_tokens - slots * window_len + 1));
+	shift = (int64_t)ab_rng_below(r, (uint64_t)(corpus_tokens - slots * window_len + 1));
 	for (j = slots - count; j < slots; j++) {
-		int64_t t = (int64_t)rng_below(r, (uint64_t)j + 1);
+		int64_t t = (int64_t)ab_rng_below(r, (uint64_t)j + 1);
 		for (k = 0; k < chosen && offsets[k] != t; k++)
 			;
 		offsets[chosen] = k < chosen ? j : t;   /* t already taken: j is new by construction */
@@ -322,7 +285,7 @@ int ab_schedule_windows_make(struct ab_schedule_windows **out, uint64_t seed, co
 {
 	struct ab_schedule_windows *w = NULL;
 	struct corpus c = { -1, NULL, 0, "" };
-	struct rng r;
+	struct ab_rng r;
 	int64_t i, n;
 	int error = AB_ERROR;
 
@@ -336,10 +299,10 @@ int ab_schedule_windows_make(struct ab_schedule_windows **out, uint64_t seed, co
 	}
 	w->count = count;
 	w->window_len = window_len;
-	rng_seed(&r, mix(mix(seed, DOMAIN_WINDOWS), hash_string(model)));
+	ab_rng_seed(&r, mix(mix(seed, DOMAIN_WINDOWS), hash_string(model)));
 	if (!corpus_path) {
 		for (i = 0; i < n; i++)
-			w->tokens[i] = (uint32_t)rng_below(&r, vocab_size);
+			w->tokens[i] = (uint32_t)ab_rng_below(&r, vocab_size);
 	} else {
 		if ((c.fd = open(corpus_path, O_RDONLY | O_CLOEXEC)) < 0) {
 			error = errno == ENOENT ? AB_ENOTFOUND : AB_ERROR;
