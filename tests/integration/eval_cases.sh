@@ -82,6 +82,20 @@ hang)
   [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the timeout was not enforced"
   pass "hanging SUT -> infra-error in ${elapsed}s"
   ;;
+oom)
+  # The head SUT runs out of memory on its first request: infra, never a REJECT, and the reason
+  # says which kind of failure it was.
+  export PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  head_commit "head: runs out of memory" "oom_after=0"
+  run_eval
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq_result '.verdict.reason' | grep -qiE "oom|out of memory" || fail "reason does not name the OOM: $(jq_result .verdict.reason)"
+  [ "$(jq_result '.failures.head.oom')" -gt 0 ] || fail "failures.head.oom is $(jq_result '.failures.head.oom')"
+  [ "$(jq_result '.environment.runs.retries')" -gt 0 ] || fail "the failed process was not retried"
+  pass "OOM in the head SUT -> infra-error: $(jq_result .verdict.reason)"
+  ;;
 reuse)
   export PAIRS_MIN=2 PAIRS_MAX=2
   fixture_init
