@@ -54,6 +54,14 @@ struct ember_backend_ops {
 const struct ember_backend_ops *ember_backend_find(const char *name);
 /* The default: "cuda" when built and available, else "cpu". */
 const struct ember_backend_ops *ember_backend_default(void);
+/* The backend a user asked for: `name`, checked to be built in and available here, or the default
+ * when name is NULL. 0 and *out set (static table), or EMBER_EUNSUPPORTED with a message naming
+ * the backend and why. */
+int ember_backend_select(const struct ember_backend_ops **out, const char *name);
+/* n_steps greedy tokens from `token` at `pos` (see decode_greedy): the backend's own loop when it
+ * has one, else one forward(..., argmax) call per token. */
+int ember_backend_decode(const struct ember_backend_ops *ops, struct ember_backend *be, int32_t token, int pos,
+                         int n_steps, int32_t *out_tokens);
 
 /* Defined by each backend's source file. ember_backend_cuda_ops exists only when EMBER_HAVE_CUDA. */
 extern const struct ember_backend_ops ember_backend_cpu_ops;

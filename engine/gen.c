@@ -42,18 +42,6 @@ const struct ember_gen_shape *ember_gen_find_shape(const char *name)
 	return NULL;
 }
 
-const char *const *ember_gen_shape_names(void)
-{
-	static const char *const names[] = {"tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", NULL};
-	return names;
-}
-
-const char *const *ember_gen_quant_names(void)
-{
-	static const char *const names[] = {"f16", "bf16", "q8_0", "q4_k_m", "q6_k", "f32", NULL};
-	return names;
-}
-
 /* ---- deterministic weights ---- */
 
 static uint64_t mix64(uint64_t z)

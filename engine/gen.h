@@ -44,9 +44,6 @@ struct ember_gen_config {
 
 /* The named shape, or NULL. Borrowed static data. */
 const struct ember_gen_shape *ember_gen_find_shape(const char *name);
-/* NULL-terminated list of shape names, and of quant names. */
-const char *const *ember_gen_shape_names(void);
-const char *const *ember_gen_quant_names(void);
 
 /* Writes the model to `path` (created or truncated; removed again on failure). */
 int ember_gen_write(const struct ember_gen_config *config, const char *path);

@@ -185,17 +185,19 @@ static int copy_name(char **out, const uint8_t *s, uint64_t len, uint64_t at, co
 	return 0;
 }
 
-/* Grows *arr (elements of `elem` bytes) so that index `n` fits; capacity doubles. */
-static int grow(void **arr, uint64_t *cap, uint64_t n, size_t elem)
+/* Grows *arr (elements of `elem` bytes) so that index `n` fits; capacity doubles. `what` names
+ * the table in the error. */
+static int grow(void **arr, uint64_t *cap, uint64_t n, size_t elem, const char *what)
 {
 	if (n < *cap)
 		return 0;
 	uint64_t new_cap = *cap ? *cap * 2 : 16;
 	if (new_cap > SIZE_MAX / elem)
-		return ember_error_set(EMBER_ENOMEM, "table of %" PRIu64 " entries is too large", new_cap);
+		return ember_error_set(EMBER_ENOMEM, "%s: a table of %" PRIu64 " entries is too large", what, new_cap);
 	void *p = realloc(*arr, new_cap * elem);
 	if (!p)
-		return ember_error_set(EMBER_ENOMEM, "out of memory growing a table to %" PRIu64 " entries", new_cap);
+		return ember_error_set(EMBER_ENOMEM, "%s: out of memory growing the table to %" PRIu64 " entries", what,
+		                       new_cap);
 	*arr = p;
 	*cap = new_cap;
 	return 0;
@@ -286,12 +288,13 @@ static int parse_value(struct cursor *c, uint32_t type, int depth, struct kv *kv
 	uint64_t cap = 0;
 	for (uint64_t j = 0; j < count; j++) {
 		if (kv && elem_type == EMBER_GGUF_STRING) {
-			if (grow((void **)&kv->str_offsets, &cap, j, sizeof(uint64_t)))
+			if (grow((void **)&kv->str_offsets, &cap, j, sizeof(uint64_t), kv->key))
 				return EMBER_ENOMEM;
 			kv->str_offsets[j] = c->pos;
 		}
-		if (parse_value(c, elem_type, depth + 1, NULL, ctx))
-			return EMBER_EFORMAT;
+		int error = parse_value(c, elem_type, depth + 1, NULL, ctx);
+		if (error)
+			return error;
 	}
 	return 0;
 }
@@ -329,21 +332,22 @@ static int parse_metadata(struct ember_gguf *g, struct cursor *c, uint64_t n_kv)
 		snprintf(ctx, sizeof(ctx), "metadata entry %" PRIu64 ": ", i);
 		if (read_str(c, &key, &key_len, EMBER_GGUF_MAX_KEY, ctx, "key"))
 			return EMBER_EFORMAT;
-		if (grow((void **)&g->kvs, &cap, i, sizeof(struct kv)))
+		if (grow((void **)&g->kvs, &cap, i, sizeof(struct kv), "metadata"))
 			return EMBER_ENOMEM;
 		struct kv *kv = &g->kvs[i];
 		memset(kv, 0, sizeof(*kv));
 		g->n_kv = (int64_t)i + 1;
 		kv->offset = at;
-		if (copy_name(&kv->key, key, key_len, at, ctx, "key"))
-			return EMBER_EFORMAT;
+		int error = copy_name(&kv->key, key, key_len, at, ctx, "key");
+		if (error)
+			return error;
 		snprintf(ctx, sizeof(ctx), "metadata '%.80s': ", kv->key);
-		if (read_u32(c, &kv->type, ctx, "value type") || parse_value(c, kv->type, 0, kv, ctx))
-			return EMBER_EFORMAT;
+		if ((error = read_u32(c, &kv->type, ctx, "value type")) || (error = parse_value(c, kv->type, 0, kv, ctx)))
+			return error;
 	}
 	const char **keys = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof(*keys));
 	if (!keys)
-		return ember_error_set(EMBER_ENOMEM, "out of memory");
+		return ember_error_set(EMBER_ENOMEM, "out of memory checking %" PRId64 " metadata keys", g->n_kv);
 	for (int64_t i = 0; i < g->n_kv; i++)
 		keys[i] = g->kvs[i].key;
 	const char *dup;
@@ -366,9 +370,10 @@ static int parse_tensor_info(struct ember_gguf *g, struct cursor *c, uint64_t i)
 	const uint8_t *name;
 	char *copy = NULL;
 	snprintf(ctx, sizeof(ctx), "tensor info %" PRIu64 ": ", i);
-	if (read_str(c, &name, &name_len, EMBER_GGUF_MAX_NAME, ctx, "name") ||
-	    copy_name(&copy, name, name_len, at, ctx, "name"))
-		return EMBER_EFORMAT;
+	int error;
+	if ((error = read_str(c, &name, &name_len, EMBER_GGUF_MAX_NAME, ctx, "name")) ||
+	    (error = copy_name(&copy, name, name_len, at, ctx, "name")))
+		return error;
 	t->name = copy;
 	snprintf(ctx, sizeof(ctx), "tensor '%s' (info at offset %" PRIu64 "): ", t->name, at);
 
@@ -502,8 +507,9 @@ static int parse(struct ember_gguf *g)
 	if (n_tensors > (c.size - c.pos) / 33)
 		return ember_error_set(EMBER_EFORMAT, "tensor count %" PRIu64 " at offset 8 cannot fit in the %"
 		                       PRIu64 " bytes after the header (truncated or corrupt file)", n_tensors, c.size - c.pos);
-	if (parse_metadata(g, &c, n_kv))
-		return EMBER_EFORMAT;
+	int error = parse_metadata(g, &c, n_kv);
+	if (error)
+		return error;
 
 	g->alignment = EMBER_GGUF_DEFAULT_ALIGNMENT;
 	int64_t ai = ember_gguf_find_kv(g, "general.alignment");
@@ -520,12 +526,12 @@ static int parse(struct ember_gguf *g)
 
 	uint64_t cap = 0;
 	for (uint64_t i = 0; i < n_tensors; i++) {
-		if (grow((void **)&g->tensors, &cap, i, sizeof(struct ember_gguf_tensor)))
+		if (grow((void **)&g->tensors, &cap, i, sizeof(struct ember_gguf_tensor), "tensor infos"))
 			return EMBER_ENOMEM;
 		memset(&g->tensors[i], 0, sizeof(g->tensors[i]));
 		g->n_tensors = (int64_t)i + 1;
-		if (parse_tensor_info(g, &c, i))
-			return EMBER_EFORMAT;
+		if ((error = parse_tensor_info(g, &c, i)))
+			return error;
 	}
 	uint64_t pad = (g->alignment - c.pos % g->alignment) % g->alignment;
 	g->data_offset = c.pos + pad;
@@ -539,9 +545,10 @@ static int parse(struct ember_gguf *g)
 
 static int open_common(struct ember_gguf **out, struct ember_gguf *g)
 {
-	if (parse(g)) {
+	int error = parse(g);
+	if (error) {
 		ember_gguf_close(g);
-		return EMBER_EFORMAT;
+		return error;
 	}
 	*out = g;
 	return 0;
@@ -584,8 +591,9 @@ int ember_gguf_open(struct ember_gguf **out, const char *path)
 	g->base = map;
 	g->size = (uint64_t)st.st_size;
 	g->mapped = 1;
-	if (open_common(out, g))
-		return ember_error_wrap(EMBER_EFORMAT, "%s", path);
+	int error = open_common(out, g);
+	if (error)
+		return ember_error_wrap(error, "%s", path);
 	return 0;
 }
 

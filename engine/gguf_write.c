@@ -181,16 +181,18 @@ int ember_gguf_writer_set_scalar(struct ember_gguf_writer *w, const char *key, e
 	if (!size)
 		return ember_error_set(EMBER_ERROR, "metadata '%s': %s is not a scalar type", key,
 		                       ember_gguf_value_type_name(type));
+	uint32_t alignment = 0;
 	if (strcmp(key, "general.alignment") == 0) {
-		uint32_t a = 0;
 		if (type == EMBER_GGUF_U32)
-			memcpy(&a, value, 4);
-		if (a == 0 || (a & (a - 1)) != 0)
+			memcpy(&alignment, value, 4);
+		if (alignment == 0 || (alignment & (alignment - 1)) != 0)
 			return ember_error_set(EMBER_ERROR, "general.alignment must be a u32 power of two");
-		w->alignment = a;
 	}
 	buf_put(&b, value, size); /* host order is little-endian on every platform ember targets */
-	return add_kv(w, key, type, &b);
+	int error = add_kv(w, key, type, &b);
+	if (!error && alignment) /* only once the key is in: a refused duplicate must not move the data */
+		w->alignment = alignment;
+	return error;
 }
 
 int ember_gguf_writer_set_u32(struct ember_gguf_writer *w, const char *key, uint32_t value)
@@ -234,6 +236,8 @@ int ember_gguf_writer_set_array(struct ember_gguf_writer *w, const char *key, en
 	if (!size)
 		return ember_error_set(EMBER_ERROR, "metadata '%s': use set_str_array for %s elements", key,
 		                       ember_gguf_value_type_name(elem_type));
+	if (n > SIZE_MAX / size)
+		return ember_error_set(EMBER_ERROR, "metadata '%s': %" PRIu64 " elements are too many", key, n);
 	buf_le(&b, elem_type, 4);
 	buf_le(&b, n, 8);
 	buf_put(&b, data, (size_t)(n * size));
@@ -273,6 +277,9 @@ int ember_gguf_writer_add_tensor(struct ember_gguf_writer *w, const char *name, 
 	if (ne[0] % block_elems != 0)
 		return ember_error_set(EMBER_ERROR, "tensor '%s': row length %" PRId64 " is not a multiple of the %s block (%"
 		                       PRIu32 ")", name, ne[0], ember_gguf_type_name(type), block_elems);
+	if (n_elements / block_elems > UINT64_MAX / block_bytes)
+		return ember_error_set(EMBER_ERROR, "tensor '%s': the byte size of %" PRIu64 " %s elements overflows", name,
+		                       n_elements, ember_gguf_type_name(type));
 	for (size_t i = 0; i < w->n_tensors; i++)
 		if (strcmp(w->tensors[i].name, name) == 0)
 			return ember_error_set(EMBER_ERROR, "tensor '%s' added twice", name);

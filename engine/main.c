@@ -198,9 +198,8 @@ static int open_model(struct ember_model **model, const struct ember_backend_ops
 		fprintf(stderr, "ember: %s\n", ember_error_last());
 		return 1;
 	}
-	*ops = backend ? ember_backend_find(backend) : ember_backend_default();
-	if (!*ops) {
-		fprintf(stderr, "ember: backend '%s' is not built in\n", backend);
+	if (ember_backend_select(ops, backend)) {
+		fprintf(stderr, "ember: %s\n", ember_error_last());
 		return 1;
 	}
 	struct ember_backend_config bc = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = batch};
@@ -238,7 +237,8 @@ static int write_npy(const char *path, const float *data, int rows, int cols)
 		fputc(' ', f);
 	fputc('\n', f);
 	fwrite(data, sizeof(float), (size_t)rows * cols, f);
-	if (fclose(f) != 0) {
+	const int write_failed = ferror(f); /* a failed write need not make fclose fail */
+	if (fclose(f) != 0 || write_failed) {
 		fprintf(stderr, "ember: write to %s failed\n", path);
 		return 1;
 	}
@@ -260,15 +260,18 @@ static int parse_token_list(const char *s, int32_t **out, int *n_out)
 		}
 		if (n == cap) {
 			int32_t *g = realloc(t, (size_t)(cap *= 2) * sizeof(*t));
-			if (!g)
-				break;
+			if (!g) {
+				fprintf(stderr, "ember: out of memory reading --tokens\n");
+				free(t);
+				return 1;
+			}
 			t = g;
 		}
 		t[n++] = (int32_t)v;
 		s = *end ? end + 1 : end;
 	}
 	if (!t || n == 0) {
-		fprintf(stderr, "ember: --tokens is empty\n");
+		fprintf(stderr, t ? "ember: --tokens is empty\n" : "ember: out of memory reading --tokens\n");
 		free(t);
 		return 1;
 	}

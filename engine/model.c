@@ -82,6 +82,9 @@ static int read_hparams(struct ember_hparams *hp, const struct ember_gguf *g)
 	if (hp->n_head % hp->n_head_kv != 0)
 		return ember_error_set(EMBER_EFORMAT, "%s.attention.head_count %d is not a multiple of head_count_kv %d", arch,
 		                       hp->n_head, hp->n_head_kv);
+	if ((int64_t)hp->n_head * hp->head_dim > (1 << 20)) /* backends hold n_head * head_dim in an int */
+		return ember_error_set(EMBER_EFORMAT, "%s.attention.head_count %d x key_length %d exceeds 2^20", arch,
+		                       hp->n_head, hp->head_dim);
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
 	if (get_float_hparam(g, key, 1e-6, 0.0, 1.0, &hp->rms_eps))
 		return EMBER_EFORMAT;

@@ -85,13 +85,8 @@ int ember_probe_bench(struct ember_bench_result *out, const struct ember_backend
 	double t0 = now_ms();
 	rc = ops->forward(be, prompt, n_prompt, 0, 0, NULL, gen);
 	double t1 = now_ms();
-	if (!rc && n_gen > 1) {
-		if (ops->decode_greedy)
-			rc = ops->decode_greedy(be, gen[0], n_prompt, n_gen - 1, gen + 1);
-		else
-			for (int i = 1; i < n_gen && !rc; i++)
-				rc = ops->forward(be, &gen[i - 1], 1, n_prompt + i - 1, 0, NULL, &gen[i]);
-	}
+	if (!rc && n_gen > 1)
+		rc = ember_backend_decode(ops, be, gen[0], n_prompt, n_gen - 1, gen + 1);
 	double t2 = now_ms();
 	free(gen);
 	if (rc)

@@ -109,6 +109,27 @@ static int read_tokens(struct server *s, json_t *id, json_t *arr, const char *fi
 	return (int)n;
 }
 
+/* The request's non-empty "prompt" (at most n_ctx tokens) into a new buffer (caller frees).
+ * Returns its length, or -1 after sending an error event. */
+static int read_prompt(struct server *s, json_t *req, json_t *id, int32_t **out)
+{
+	json_t *arr = json_object_get(req, "prompt");
+	int32_t *prompt = NULL;
+	if (!arr) {
+		emit_error(s, id, "missing field 'prompt'");
+		return -1;
+	}
+	int n = read_tokens(s, id, arr, "prompt", (size_t)s->n_ctx, "context", &prompt);
+	if (n == 0) {
+		emit_error(s, id, "'prompt' is empty");
+		free(prompt);
+		return -1;
+	}
+	if (n > 0)
+		*out = prompt;
+	return n;
+}
+
 /* An integer field in [lo, hi]; `dflt` when absent and not required. 0 ok, -1 after an error event. */
 static int read_int(struct server *s, json_t *req, json_t *id, const char *field, int required, long long dflt,
                     long long lo, long long hi, long long *out)
@@ -145,17 +166,9 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 		emit_error(s, id, "speculative decoding is not supported by this engine build");
 		return;
 	}
-	if (!json_object_get(req, "prompt")) {
-		emit_error(s, id, "missing field 'prompt'");
-		return;
-	}
-	int n = read_tokens(s, id, json_object_get(req, "prompt"), "prompt", (size_t)s->n_ctx, "context", &prompt);
+	int n = read_prompt(s, req, id, &prompt);
 	if (n < 0)
 		return;
-	if (n == 0) {
-		emit_error(s, id, "'prompt' is empty");
-		goto cleanup;
-	}
 	if (read_int(s, req, id, "max_tokens", 1, 0, 1, s->n_ctx, &max_tokens))
 		goto cleanup;
 	if (n + max_tokens > s->n_ctx) {
@@ -173,14 +186,7 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 	}
 	double t1 = now_ms();
 	emit_json(s, json_pack("{s:o, s:s}", "id", id_copy(id), "event", "first"));
-	int rc = 0;
-	if (max_tokens > 1) {
-		if (s->ops->decode_greedy)
-			rc = s->ops->decode_greedy(s->be, gen[0], n, (int)max_tokens - 1, gen + 1);
-		else
-			for (int i = 1; i < max_tokens && !rc; i++)
-				rc = s->ops->forward(s->be, &gen[i - 1], 1, n + i - 1, 0, NULL, &gen[i]);
-	}
+	int rc = max_tokens > 1 ? ember_backend_decode(s->ops, s->be, gen[0], n, (int)max_tokens - 1, gen + 1) : 0;
 	double t2 = now_ms();
 	if (rc) {
 		emit_error(s, id, "decode failed: %s", ember_error_last());
@@ -259,17 +265,9 @@ static void op_score(struct server *s, json_t *req, json_t *id)
 	char *text_buf = NULL;
 	size_t text_len = 0;
 	const int n_vocab = s->model->hp.n_vocab;
-	if (!json_object_get(req, "prompt")) {
-		emit_error(s, id, "missing field 'prompt'");
-		return;
-	}
-	int n = read_tokens(s, id, json_object_get(req, "prompt"), "prompt", (size_t)s->n_ctx, "context", &prompt);
+	int n = read_prompt(s, req, id, &prompt);
 	if (n < 0)
 		return;
-	if (n == 0) {
-		emit_error(s, id, "'prompt' is empty");
-		goto cleanup;
-	}
 	if (read_int(s, req, id, "top_k", 1, 0, 0, n_vocab, &top) || read_int(s, req, id, "first", 0, 0, 0, n - 1, &first))
 		goto cleanup;
 	const int n_pos = n - (int)first;
@@ -460,18 +458,8 @@ static void emit_ready(struct server *s)
 static int start(struct server *s)
 {
 	const struct ember_serve_config *c = s->config;
-	if (ember_model_load(&s->model, c->model_path))
+	if (ember_model_load(&s->model, c->model_path) || ember_backend_select(&s->ops, c->backend))
 		return EMBER_ERROR;
-	if (c->backend) {
-		if (!(s->ops = ember_backend_find(c->backend)))
-			return ember_error_set(EMBER_EUNSUPPORTED, "backend '%s' is not built into this ember (cpu%s)", c->backend,
-			                       ember_backend_find("cuda") ? ", cuda" : "");
-		char why[256] = "";
-		if (!s->ops->available(why, sizeof(why)))
-			return ember_error_set(EMBER_EUNSUPPORTED, "backend '%s' is not available here: %s", c->backend, why);
-	} else {
-		s->ops = ember_backend_default();
-	}
 	const int train = s->model->hp.n_ctx_train;
 	s->n_ctx = c->n_ctx > 0 ? c->n_ctx : (train < EMBER_SERVE_DEFAULT_CTX ? train : EMBER_SERVE_DEFAULT_CTX);
 	struct ember_backend_config bc = {.n_ctx = s->n_ctx, .n_threads = c->n_threads, .max_batch = c->max_batch};

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ember_ref import ModelError, check_tensors, load_hparams  # noqa: E402
+from ember_ref import ModelError, check_tensors, expected_shapes, load_hparams  # noqa: E402
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -83,28 +83,9 @@ def hf_config_kwargs(reader, hp=None):
 
 def hf_expected_shapes(hp):
     """HF parameter name -> torch shape that Qwen3ForCausalLM has for these hyper-parameters
-    (lm_head only when untied: a tied head shares model.embed_tokens.weight)."""
-    e, f, d = hp["n_embd"], hp["n_ff"], hp["head_dim"]
-    qd, kvd = hp["n_head"] * d, hp["n_head_kv"] * d
-    shapes = {"model.embed_tokens.weight": (hp["n_vocab"], e), "model.norm.weight": (e,)}
-    if not hp["tied_output"]:
-        shapes["lm_head.weight"] = (hp["n_vocab"], e)
-    for i in range(hp["n_layer"]):
-        p = "model.layers.%d." % i
-        shapes.update({
-            p + "input_layernorm.weight": (e,),
-            p + "post_attention_layernorm.weight": (e,),
-            p + "self_attn.q_proj.weight": (qd, e),
-            p + "self_attn.k_proj.weight": (kvd, e),
-            p + "self_attn.v_proj.weight": (kvd, e),
-            p + "self_attn.o_proj.weight": (e, qd),
-            p + "self_attn.q_norm.weight": (d,),
-            p + "self_attn.k_norm.weight": (d,),
-            p + "mlp.gate_proj.weight": (f, e),
-            p + "mlp.up_proj.weight": (f, e),
-            p + "mlp.down_proj.weight": (e, f),
-        })
-    return shapes
+    (lm_head only when untied: a tied head shares model.embed_tokens.weight). A GGUF tensor's
+    numpy shape is its torch shape, so this is ember_ref's table under HF names."""
+    return {hf_name(name): shape for name, shape in expected_shapes(hp).items()}
 
 
 def iter_hf_tensors(reader, workers=None):
@@ -163,11 +144,7 @@ def make_config(reader, attn_implementation=None):
         raise ModelError("transformers %s ignored the RoPE base: config has %g, GGUF says %g"
                          % (transformers.__version__, got, theta))
     if attn_implementation:
-        try:
-            config._attn_implementation = attn_implementation
-        except Exception as exc:  # older/newer transformers may refuse; the model default is used
-            print("gguf_to_hf: cannot set attn_implementation=%s (%s)" % (attn_implementation, exc),
-                  file=sys.stderr)
+        config._attn_implementation = attn_implementation   # a plain setter in 4.x and 5.x
     return config
 
 

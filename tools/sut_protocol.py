@@ -73,6 +73,14 @@ def _get_int(req, key, default, lo, hi):
     return value
 
 
+def _json_logprob(lp):
+    """lp for JSON, which has no infinities: -inf (a probability of exactly zero) becomes -1e30;
+    NaN or +inf means the model is broken (RequestError)."""
+    if math.isnan(lp) or lp == math.inf:
+        raise RequestError("the model produced non-finite log-probabilities")
+    return max(lp, -1e30)
+
+
 def topk_positions(logprobs, top_k, ids):
     """logprobs: float array [n_positions, vocab] of log-probabilities. Returns the Contract-1
     position list: the top_k ids by log-prob (ties by lower id), and the requested ids' log-probs."""
@@ -161,7 +169,8 @@ class Server:
             except MemoryError:
                 self.send({"id": req_id, "event": "error", "message": "out of memory"})
             except Exception as exc:      # a backend failure must not kill the server
-                print("ember-ref: internal error: %r" % exc, file=self.log, flush=True)
+                print("%s: internal error: %r" % (self.ready.get("engine", "sut"), exc),
+                      file=self.log, flush=True)
                 self.send({"id": req_id, "event": "error",
                            "message": "internal error: %s: %s" % (type(exc).__name__, exc)})
 
@@ -211,16 +220,8 @@ class Server:
         t0 = time.monotonic()
         positions = b.score(prompt, first, top_k, ids)
         for pos in positions:
-            for _, lp in pos["top"]:
-                if not math.isfinite(lp) and lp != -math.inf:
-                    raise RequestError("the model produced non-finite log-probabilities")
-            for lp in pos["ids"]:
-                if not math.isfinite(lp) and lp != -math.inf:
-                    raise RequestError("the model produced non-finite log-probabilities")
-        # JSON has no -inf; a probability of exactly zero is reported as a very small log-prob.
-        for pos in positions:
-            pos["top"] = [[i, max(lp, -1e30)] for i, lp in pos["top"]]
-            pos["ids"] = [max(lp, -1e30) for lp in pos["ids"]]
+            pos["top"] = [[i, _json_logprob(lp)] for i, lp in pos["top"]]
+            pos["ids"] = [_json_logprob(lp) for lp in pos["ids"]]
         self.send({"id": req_id, "event": "done", "positions": positions,
                    "stats": {"score_ms": round((time.monotonic() - t0) * 1000.0, 3),
                              "positions": n_pos}})

@@ -87,6 +87,16 @@ static void test_model_forward(const char *path, const char *label)
 	for (int i = 1; i < 16; i++)
 		CHECK(ops->forward(be2, &manual[i - 1], 1, 10 + i - 1, 0, NULL, &manual[i]) == 0, "step");
 	CHECK(memcmp(greedy, manual, sizeof(greedy)) == 0, "%s: decode_greedy differs from forward steps", label);
+	/* ember_backend_decode: the backend's own loop, and the forward loop for a backend without one. */
+	struct ember_backend_ops no_loop = *ops;
+	no_loop.decode_greedy = NULL;
+	int32_t via_own[15], via_forward[15];
+	CHECK(ops->forward(be1, tokens, 10, 0, 0, NULL, &greedy[0]) == 0, "prefill");
+	CHECK(ember_backend_decode(ops, be1, greedy[0], 10, 15, via_own) == 0, "ember_backend_decode");
+	CHECK(ops->forward(be1, tokens, 10, 0, 0, NULL, &greedy[0]) == 0, "prefill");
+	CHECK(ember_backend_decode(&no_loop, be1, greedy[0], 10, 15, via_forward) == 0, "ember_backend_decode fallback");
+	CHECK(memcmp(via_own, greedy + 1, sizeof(via_own)) == 0 && memcmp(via_forward, greedy + 1, sizeof(via_forward)) == 0,
+	      "%s: ember_backend_decode differs from decode_greedy", label);
 
 	/* A second sequence from position 0 overwrites the first. */
 	float *again = malloc(sizeof(float) * V);
@@ -197,7 +207,7 @@ static void test_generator(const char *dir)
 
 /* ---- loader errors on hand-made model files ---- */
 
-enum breakage { OK_TIED, OK_UNTIED, BAD_ARCH, NO_BLOCK_COUNT, MISSING_TENSOR, BAD_SHAPE, NORM_F16, Q4_0_WEIGHT, HUGE_LAYERS };
+enum breakage { OK_TIED, OK_UNTIED, BAD_ARCH, NO_BLOCK_COUNT, MISSING_TENSOR, BAD_SHAPE, NORM_F16, Q4_0_WEIGHT, HUGE_LAYERS, HUGE_HEADS };
 
 static void write_mini(const char *path, enum breakage how)
 {
@@ -210,9 +220,9 @@ static void write_mini(const char *path, enum breakage how)
 	ember_gguf_writer_set_u32(w, "qwen3.context_length", 128);
 	ember_gguf_writer_set_u32(w, "qwen3.embedding_length", E);
 	ember_gguf_writer_set_i32(w, "qwen3.feed_forward_length", F); /* i32 on purpose */
-	ember_gguf_writer_set_u32(w, "qwen3.attention.head_count", H);
+	ember_gguf_writer_set_u32(w, "qwen3.attention.head_count", how == HUGE_HEADS ? 64 : H);
 	ember_gguf_writer_set_u32(w, "qwen3.attention.head_count_kv", KV);
-	ember_gguf_writer_set_u32(w, "qwen3.attention.key_length", D);
+	ember_gguf_writer_set_u32(w, "qwen3.attention.key_length", how == HUGE_HEADS ? 65536 : D);
 	int64_t v2[2];
 	int64_t v1[1];
 #define T2(name, a, b, type) (v2[0] = (a), v2[1] = (b), ember_gguf_writer_add_tensor(w, name, type, 2, v2))
@@ -265,6 +275,7 @@ static void test_loader_errors(const char *dir)
 		{NORM_F16, "ember needs F32 norm weights"},
 		{Q4_0_WEIGHT, "has type Q4_0, which ember does not support"},
 		{HUGE_LAYERS, "'qwen3.block_count' = 100000 is outside"},
+		{HUGE_HEADS, "head_count 64 x key_length 65536 exceeds 2^20"},
 	};
 	snprintf(path, sizeof(path), "%s/mini.gguf", dir);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -499,6 +499,13 @@ static void write_and_check(const char *path, uint32_t alignment)
 	CHECK(ember_gguf_writer_set_array(w, "t.floats", EMBER_GGUF_F32, floats, 3) == 0, "f32 array");
 	CHECK(ember_gguf_writer_set_u32(w, "t.u32", 1) < 0, "duplicate key accepted");
 	CHECK(ember_gguf_writer_set_u32(w, "general.alignment2", 1) == 0, "similar key");
+	/* A refused second general.alignment must not change the alignment the data is written with
+	 * (the read-back below checks offsets and bytes against the header's value). */
+	if (alignment != EMBER_GGUF_DEFAULT_ALIGNMENT)
+		CHECK(ember_gguf_writer_set_u32(w, "general.alignment", 4096) < 0, "second general.alignment accepted");
+	uint64_t too_many = UINT64_MAX / 2;
+	CHECK(ember_gguf_writer_set_array(w, "t.huge", EMBER_GGUF_U64, ints, too_many) < 0 &&
+	      strstr(ember_error_last(), "too many"), "array byte size overflow accepted");
 
 	struct { const char *name; uint32_t type; int n_dims; int64_t ne[4]; } tensors[] = {
 		{"f32.vec", 0, 1, {7}},             {"f16.mat", 1, 2, {16, 3}},     {"bf16.mat", 30, 2, {8, 5}},
@@ -513,6 +520,9 @@ static void write_and_check(const char *path, uint32_t alignment)
 	int64_t bad[2] = {33, 1};
 	CHECK(ember_gguf_writer_add_tensor(w, "bad", 8, 2, bad) < 0, "Q8_0 row of 33 accepted");
 	CHECK(ember_gguf_writer_add_tensor(w, "f32.vec", 0, 1, bad) < 0, "duplicate tensor accepted");
+	int64_t huge[2] = {INT64_MAX / 2, 1};
+	CHECK(ember_gguf_writer_add_tensor(w, "huge", 28, 1, huge) < 0 && strstr(ember_error_last(), "overflows"),
+	      "F64 tensor byte size overflow accepted");
 	REQUIRE(ember_gguf_writer_open(w, path) == 0, "open: %s", ember_error_last());
 	CHECK(ember_gguf_writer_set_u32(w, "late", 1) < 0, "metadata after open accepted");
 	for (int i = 0; i < n_tensors; i++) {

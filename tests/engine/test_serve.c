@@ -2,7 +2,8 @@
  * test_serve.c - `ember serve --stdio` as the harness sees it: a child process spoken to over
  * pipes. Checks the ready line, generate (first before done, determinism, agreement with score's
  * teacher-forced argmax), score normalization and consistency, every kind of bad request answered
- * with an error event while the server keeps serving, quit and EOF exit 0, a bad model path.
+ * with an error event while the server keeps serving, quit and EOF exit 0, a bad model path, an
+ * unknown backend.
  * usage: test_serve EMBER_BINARY
  */
 #include <errno.h>
@@ -28,7 +29,8 @@ struct child {
 	size_t len;
 };
 
-static void spawn(struct child *c, const char *ember, const char *model, const char *extra)
+/* Starts `ember serve` on model, with one more option `flag value` when flag is not NULL. */
+static void spawn(struct child *c, const char *ember, const char *model, const char *flag, const char *value)
 {
 	int in[2], out[2];
 	REQUIRE(pipe(in) == 0 && pipe(out) == 0, "pipe");
@@ -41,9 +43,9 @@ static void spawn(struct child *c, const char *ember, const char *model, const c
 		close(out[0]);
 		const char *argv[16] = {ember, "serve", "--stdio", "--model", model, "--threads", "2", "--ctx", "256"};
 		int argc = 9;
-		if (extra) {
-			argv[argc++] = "--max-line";
-			argv[argc++] = extra;
+		if (flag) {
+			argv[argc++] = flag;
+			argv[argc++] = value;
 		}
 		argv[argc] = NULL;
 		execv(ember, (char *const *)argv);
@@ -151,7 +153,7 @@ static json_t *generate(struct child *c, int id, const char *prompt, int max_tok
 static void test_session(const char *ember, const char *model, int vocab)
 {
 	struct child c;
-	spawn(&c, ember, model, "4096");
+	spawn(&c, ember, model, "--max-line", "4096");
 	json_t *ready = next(&c);
 	REQUIRE(ready, "no ready line");
 	json_t *m = json_object_get(ready, "model");
@@ -273,7 +275,7 @@ static void test_session(const char *ember, const char *model, int vocab)
 	CHECK(finish(&c) == 0, "quit: exit status not 0");
 
 	/* EOF on stdin ends the server with status 0 too */
-	spawn(&c, ember, model, NULL);
+	spawn(&c, ember, model, NULL, NULL);
 	json_decref(next(&c));
 	CHECK(finish(&c) == 0, "EOF: exit status not 0");
 }
@@ -286,13 +288,25 @@ static void test_bad_model(const char *ember, const char *dir)
 	FILE *f = fopen(path, "w");
 	fputs("hello", f);
 	fclose(f);
-	spawn(&c, ember, path, NULL);
+	spawn(&c, ember, path, NULL, NULL);
 	json_t *r = next(&c);
 	CHECK(r && json_is_false(json_object_get(r, "ready")) && strstr(json_string_value(json_object_get(r, "error")),
 	                                                                 "not a GGUF file"), "ready:false with the reason");
 	json_decref(r);
 	CHECK(finish(&c) == 1, "bad model: exit status not 1");
 	unlink(path);
+}
+
+static void test_bad_backend(const char *ember, const char *model)
+{
+	struct child c;
+	spawn(&c, ember, model, "--backend", "nope");
+	json_t *r = next(&c);
+	const char *error = r ? json_string_value(json_object_get(r, "error")) : NULL;
+	CHECK(r && json_is_false(json_object_get(r, "ready")) && error && strstr(error, "backend 'nope' is not built into"),
+	      "ready:false naming the backend (got %s)", error ? error : "no error");
+	json_decref(r);
+	CHECK(finish(&c) == 1, "bad backend: exit status not 1");
 }
 
 int main(int argc, char **argv)
@@ -306,6 +320,7 @@ int main(int argc, char **argv)
 	REQUIRE(ember_gen_write(&g, model) == 0, "gen: %s", ember_error_last());
 	test_session(argv[1], model, 2048);
 	test_bad_model(argv[1], dir);
+	test_bad_backend(argv[1], model);
 	check_rmdir(dir);
 	return check_exit("test_serve");
 }

@@ -2,7 +2,8 @@
 """Self-tests of tools/ember_ref.py: the vectorised forward against a deliberately naive one
 (token by token, head by head, RoPE as complex rotation), prefill vs incremental decode, tied and
 untied heads, every weight type, the logits CLI, and the Contract-1 server (ready line, generate
-determinism, score normalisation and consistency, error events)."""
+determinism, score normalisation and consistency, error events), and how sut_protocol puts
+log-probs on the wire (-inf, NaN, a failing backend)."""
 
 import json
 import math
@@ -300,6 +301,49 @@ class EmberRefTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("error", p.stderr)
         self.assertEqual(p.stdout, "")
+
+
+class _FixedScores:
+    """A backend whose score answers one position with the given log-probs, or raises."""
+    vocab_size = 8
+    max_context = 16
+
+    def __init__(self, top_lp, ids_lp):
+        self.top_lp, self.ids_lp = top_lp, ids_lp
+
+    def score(self, prompt, first, top_k, ids):
+        if self.top_lp is None:
+            raise RuntimeError("backend broke")
+        return [{"top": [[0, self.top_lp]], "ids": [self.ids_lp]}]
+
+
+class ServerTest(unittest.TestCase):
+    """sut_protocol.Server in-process: what a backend's log-probs become on the wire."""
+
+    def answer(self, backend):
+        import io
+        import sut_protocol
+        out, log = io.StringIO(), io.StringIO()
+        req = {"op": "score", "id": 1, "prompt": [3], "top_k": 1, "ids": [[0]]}
+        server = sut_protocol.Server(backend, {"ready": True, "engine": "fixed"},
+                                     inp=io.BytesIO((json.dumps(req) + "\n").encode()), out=out,
+                                     log=log)
+        self.assertEqual(server.run(), 0)
+        lines = out.getvalue().splitlines()
+        self.assertEqual(len(lines), 2)             # ready, then the answer
+        return json.loads(lines[1]), log.getvalue()
+
+    def test_log_probs_on_the_wire(self):
+        done, _ = self.answer(_FixedScores(-0.5, -math.inf))
+        self.assertEqual(done["event"], "done")
+        self.assertEqual(done["positions"], [{"top": [[0, -0.5]], "ids": [-1e30]}])
+        for bad in (math.nan, math.inf):
+            err, _ = self.answer(_FixedScores(-0.5, bad))
+            self.assertEqual(err["event"], "error")
+            self.assertIn("non-finite", err["message"])
+        err, log = self.answer(_FixedScores(None, None))
+        self.assertIn("internal error: RuntimeError: backend broke", err["message"])
+        self.assertIn("fixed: internal error", log)
 
 
 if __name__ == "__main__":
