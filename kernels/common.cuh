@@ -34,8 +34,14 @@ int ember_cublas_fail(int status, const char *stmt, const char *file, int line);
 			return ember_cuda_fail(cuda_check_err_, #stmt, __FILE__, __LINE__);           \
 	} while (0)
 
-/* After a kernel launch: a bad configuration or missing kernel image shows up here. */
-#define CUDA_CHECK_LAUNCH(what) CUDA_CHECK(cudaGetLastError())
+/* After a kernel launch: a bad configuration or missing kernel image shows up here. `what` (a
+ * string literal, the kernel's name) is recorded as the failing statement. */
+#define CUDA_CHECK_LAUNCH(what)                                                           \
+	do {                                                                                  \
+		cudaError_t cuda_check_err_ = cudaGetLastError();                                 \
+		if (cuda_check_err_ != cudaSuccess)                                               \
+			return ember_cuda_fail(cuda_check_err_, "launch of " what, __FILE__, __LINE__); \
+	} while (0)
 
 /* Same as CUDA_CHECK, but jumps to `cleanup` with error set (for goto-cleanup functions). */
 #define CUDA_CHECK_GOTO(stmt)                                                             \

@@ -24,14 +24,29 @@ static struct ember_gemv_seg seg_of(const struct cuda_matrix *m, float *out)
 	return s;
 }
 
-/* EMBER_GEMV_SPLITK: the setting and the scratch sized at create for every launch of the step. */
-static void splitk_of(const struct ember_backend *be, struct ember_gemv_args *g)
+/* A decode GEMV over k columns of x: fp16, or fp32 that the kernel RMS-normalizes with norm_w when
+ * norm_w is not NULL; epilogue epi; and what every launch of the step shares: EMBER_PDL, and
+ * EMBER_GEMV_SPLITK with the scratch sized at create. The caller adds the segments. */
+static struct ember_gemv_args gemv_args(const struct ember_backend *be, int epi, const void *x, int k, const float *norm_w)
 {
-	g->splitk = be->opt.gemv_splitk;
-	g->splitk_scratch = be->splitk_scratch;
-	g->splitk_scratch_floats = be->splitk_floats;
-	g->splitk_counters = be->splitk_counters;
-	g->splitk_counters_cap = be->splitk_counters_cap;
+	struct ember_gemv_args g;
+	memset(&g, 0, sizeof(g));
+	g.epi = epi;
+	g.x = x;
+	g.k = k;
+	g.in_mode = EMBER_GEMV_IN_F16;
+	if (norm_w) {
+		g.in_mode = EMBER_GEMV_IN_RMS;
+		g.norm_w = norm_w;
+		g.eps = be->hp.rms_eps;
+	}
+	g.pdl = be->opt.pdl;
+	g.splitk = be->opt.gemv_splitk;
+	g.splitk_scratch = be->splitk_scratch;
+	g.splitk_scratch_floats = be->splitk_floats;
+	g.splitk_counters = be->splitk_counters;
+	g.splitk_counters_cap = be->splitk_counters_cap;
+	return g;
 }
 
 static void *layer_k(struct ember_backend *be, int l)
@@ -46,6 +61,22 @@ static void *layer_v(struct ember_backend *be, int l)
 	return (char *)be->kv + (size_t)l * 2 * per + per;
 }
 
+/* Attention over layer l's cache into `out`: the shapes both the decode step and the per-token
+ * prefill fallback pass; the caller adds the mode's own fields. */
+static struct ember_attn_args attn_args(struct ember_backend *be, int l, void *out)
+{
+	struct ember_attn_args a;
+	memset(&a, 0, sizeof(a));
+	a.head_dim = be->hp.head_dim;
+	a.n_head = be->hp.n_head;
+	a.n_kv = be->hp.n_head_kv;
+	a.n_ctx = be->n_ctx;
+	a.k_cache = layer_k(be, l);
+	a.v_cache = layer_v(be, l);
+	a.out = out;
+	return a;
+}
+
 /* Enqueues one decode step on be->stream (used both plainly and under graph capture). */
 static int decode_step_enqueue(struct ember_backend *be)
 {
@@ -58,32 +89,15 @@ static int decode_step_enqueue(struct ember_backend *be)
 		return rc;
 	for (int l = 0; l < hp->n_layer; l++) {
 		struct cuda_layer *L = &be->layers[l];
-		struct ember_gemv_args g;
-		memset(&g, 0, sizeof(g));
+		struct ember_gemv_args g = gemv_args(be, EMBER_GEMV_STORE, be->x, hp->n_embd, L->attn_norm);
 		g.seg[0] = seg_of(&L->q, be->qkv);
 		g.seg[1] = seg_of(&L->k, be->qkv + qd);
 		g.seg[2] = seg_of(&L->v, be->qkv + qd + kvd);
 		g.n_seg = 3;
-		g.k = hp->n_embd;
-		g.in_mode = EMBER_GEMV_IN_RMS;
-		g.x = be->x;
-		g.norm_w = L->attn_norm;
-		g.eps = hp->rms_eps;
-		g.epi = EMBER_GEMV_STORE;
-		g.pdl = be->opt.pdl;
-		splitk_of(be, &g);
 		if ((rc = ember_gemv(&g, st)))
 			return rc;
 
-		struct ember_attn_args a;
-		memset(&a, 0, sizeof(a));
-		a.head_dim = hd;
-		a.n_head = hp->n_head;
-		a.n_kv = hp->n_head_kv;
-		a.n_ctx = be->n_ctx;
-		a.k_cache = layer_k(be, l);
-		a.v_cache = layer_v(be, l);
-		a.out = be->attn;
+		struct ember_attn_args a = attn_args(be, l, be->attn);
 		a.q = be->qkv;
 		a.k = be->qkv + qd;
 		a.v = be->qkv + qd + kvd;
@@ -100,61 +114,32 @@ static int decode_step_enqueue(struct ember_backend *be)
 		if ((rc = ember_attn_decode(&a, st)))
 			return rc;
 
-		memset(&g, 0, sizeof(g));
+		g = gemv_args(be, EMBER_GEMV_RESID, be->attn, qd, NULL);
 		g.seg[0] = seg_of(&L->o, be->x);
 		g.n_seg = 1;
-		g.k = qd;
-		g.in_mode = EMBER_GEMV_IN_F16;
-		g.x = be->attn;
-		g.epi = EMBER_GEMV_RESID;
-		g.pdl = be->opt.pdl;
-		splitk_of(be, &g);
 		if ((rc = ember_gemv(&g, st)))
 			return rc;
 
-		memset(&g, 0, sizeof(g));
+		g = gemv_args(be, EMBER_GEMV_SWIGLU, be->x, hp->n_embd, L->ffn_norm);
 		g.seg[0] = seg_of(&L->gate, NULL);
 		g.seg[1] = seg_of(&L->up, NULL);
 		g.n_seg = 2;
-		g.k = hp->n_embd;
-		g.in_mode = EMBER_GEMV_IN_RMS;
-		g.x = be->x;
-		g.norm_w = L->ffn_norm;
-		g.eps = hp->rms_eps;
-		g.epi = EMBER_GEMV_SWIGLU;
 		g.out_h = be->ffh;
-		g.pdl = be->opt.pdl;
-		splitk_of(be, &g);
 		if ((rc = ember_gemv(&g, st)))
 			return rc;
 
-		memset(&g, 0, sizeof(g));
+		g = gemv_args(be, EMBER_GEMV_RESID, be->ffh, hp->n_ff, NULL);
 		g.seg[0] = seg_of(&L->down, be->x);
 		g.n_seg = 1;
-		g.k = hp->n_ff;
-		g.in_mode = EMBER_GEMV_IN_F16;
-		g.x = be->ffh;
-		g.epi = EMBER_GEMV_RESID;
-		g.pdl = be->opt.pdl;
-		splitk_of(be, &g);
 		if ((rc = ember_gemv(&g, st)))
 			return rc;
 	}
-	struct ember_gemv_args g;
-	memset(&g, 0, sizeof(g));
+	struct ember_gemv_args g = gemv_args(be, EMBER_GEMV_ARGMAX, be->x, hp->n_embd, be->output_norm);
 	g.seg[0] = seg_of(&be->head, be->logits);
 	g.n_seg = 1;
-	g.k = hp->n_embd;
-	g.in_mode = EMBER_GEMV_IN_RMS;
-	g.x = be->x;
-	g.norm_w = be->output_norm;
-	g.eps = hp->rms_eps;
-	g.epi = EMBER_GEMV_ARGMAX;
 	g.state = be->state;
 	g.out_tokens = be->out_tokens;
 	g.out_tokens_cap = be->n_ctx;
-	g.pdl = be->opt.pdl;
-	splitk_of(be, &g);
 	return ember_gemv(&g, st);
 }
 
@@ -180,6 +165,8 @@ static int decode_step(struct ember_backend *be)
 		CUDA_CHECK(end);
 		cudaError_t inst = cudaGraphInstantiate(&be->graph, graph, 0);
 		cudaGraphDestroy(graph);
+		if (inst != cudaSuccess)
+			be->graph = NULL; /* not a handle cuda_destroy may pass to cudaGraphExecDestroy */
 		CUDA_CHECK(inst);
 	}
 	CUDA_CHECK(cudaGraphLaunch(be->graph, be->stream));
@@ -248,15 +235,7 @@ static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n,
 			                           hp->n_head, hp->n_head_kv, be->n_ctx, hd};
 			rc = ember_attn_prefill(&fa, st);
 		} else {
-			struct ember_attn_args a;
-			memset(&a, 0, sizeof(a));
-			a.head_dim = hd;
-			a.n_head = hp->n_head;
-			a.n_kv = hp->n_head_kv;
-			a.n_ctx = be->n_ctx;
-			a.k_cache = layer_k(be, l);
-			a.v_cache = layer_v(be, l);
-			a.out = be->p_attn;
+			struct ember_attn_args a = attn_args(be, l, be->p_attn);
 			a.q_prepped = be->p_q;
 			a.n_tokens = n;
 			a.pos0 = pos;

@@ -21,51 +21,6 @@
 
 /* ---- the kernel ---- */
 
-/* Computes the 16 rows of tile row rt of `seg` into yout[16] (shared). Contains __syncthreads.
- * `prefetched`: the first rounds of this row tile were already issued into the ring. */
-static __device__ void compute_rows(const ember_gemv_seg &seg, int rt, int k, int k_pad, const __half *xs,
-                                    const float *sx, float *ys, float *yout, uint8_t *ring, bool prefetched)
-{
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	if (seg.tiled) {
-		float y0 = 0.0f, y1 = 0.0f;
-		const int kt_count = k_pad / EMBER_TILE_K;
-		const uint8_t *base = tile_base(seg, rt, k_pad);
-		const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
-		if (!prefetched)
-			prefetch_rounds(ring, base, ember_tile_bytes(seg.type), kt_count);
-		switch (seg.type) {
-		case EMBER_T_Q8_0: tiled_stream<EMBER_T_Q8_0>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
-		case EMBER_T_Q4_K: tiled_stream<EMBER_T_Q4_K>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
-		case EMBER_T_Q6_K: tiled_stream<EMBER_T_Q6_K>(ring, base, kt_count, xs32, sx, warp, lane, y0, y1); break;
-		}
-		if ((lane & 3) == 0) {
-			ys[warp * 16 + (lane >> 2)] = y0;
-			ys[warp * 16 + (lane >> 2) + 8] = y1;
-		}
-		__syncthreads();
-		if (threadIdx.x < 16) {
-			float y = 0.0f;
-#pragma unroll
-			for (int w = 0; w < GEMV_WARPS; w++)
-				y += ys[w * 16 + threadIdx.x];
-			yout[threadIdx.x] = y;
-		}
-		__syncthreads();
-	} else {
-		const size_t row_bytes = ember_raw_row_bytes(seg.type, k);
-		for (int r16 = warp; r16 < 16; r16 += GEMV_WARPS) {
-			const int row = rt * 16 + r16;
-			float y = 0.0f;
-			if (row < seg.rows)
-				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes, xs, k, lane);
-			if (lane == 0)
-				yout[r16] = y;
-		}
-		__syncthreads();
-	}
-}
-
 template <int IN, int EPI>
 static __global__ void __launch_bounds__(GEMV_THREADS, 4) gemv_kernel(const ember_gemv_args args, int k_pad, int pdl)
 {
@@ -215,8 +170,8 @@ static __global__ void __launch_bounds__(GEMV_THREADS, 4) gemv_kernel(const embe
 		/* One call site (a loop for the gate/up pair) keeps the register allocation of the
 		 * inlined cores from doubling. */
 		for (int pass = 0; pass < (EPI == EMBER_GEMV_SWIGLU ? 2 : 1); pass++)
-			compute_rows(args.seg[si + pass], rt, k, k_pad, xs, sx, ys, yv + 16 * pass, ring,
-			             prefetched && pass == 0 && tile == (int)blockIdx.x);
+			row_tile_dot(args.seg[si + pass], rt, 0, k_pad / EMBER_TILE_K, k, k, k_pad, xs, sx, ys, yv + 16 * pass,
+			             ring, prefetched && pass == 0 && tile == (int)blockIdx.x);
 
 		const int row = rt * 16 + tid;
 		if (EPI == EMBER_GEMV_STORE || EPI == EMBER_GEMV_ARGMAX) {

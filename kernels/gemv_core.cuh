@@ -2,7 +2,8 @@
  * gemv_core.cuh - device code shared by the decode GEMV kernels (gemv.cu: one CTA walks all of K;
  * gemv_splitk.cu: CTAs own K slices): the tiled mma cores per weight type, the cp.async ring
  * that streams a row tile's 16x256 tiles through shared memory, the scalar raw-row dot product,
- * and the bookkeeping both kernels share (segment lookup, the greedy-argmax publication).
+ * one row tile's 16 rows over a K range (row_tile_dot: all of K or one slice), and the bookkeeping
+ * both kernels share (segment lookup, the greedy-argmax publication).
  * Internal to kernels/: included only by .cu files.
  */
 #ifndef EMBER_KERNELS_GEMV_CORE_CUH
@@ -305,6 +306,59 @@ static __device__ __forceinline__ int seg_tiles(const ember_gemv_seg &s) { retur
 static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg &seg, int rt, int k_pad)
 {
 	return static_cast<const uint8_t *>(seg.w) + (size_t)rt * (k_pad / EMBER_TILE_K) * ember_tile_bytes(seg.type);
+}
+
+/* ---- one row tile: the 16 rows both kernels compute per item ---- */
+
+/* The 16 rows of row tile rt of `seg` over K tiles [kt0, kt0 + kt_n) into yout[16] (shared). xs/sx
+ * hold those columns of the input, the first `cols` of them inside k (gemv.cu: all of K, kt0 = 0 and
+ * cols = k; gemv_splitk.cu: its slice). Tiled weights stream through the ring (`prefetched`: the
+ * first rounds were already issued), ys holding the warps' sums; raw rows take a warp per row.
+ * Contains __syncthreads. */
+static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int kt0, int kt_n, int cols, int k, int k_pad,
+                                    const __half *xs, const float *sx, float *ys, float *yout, uint8_t *ring,
+                                    bool prefetched)
+{
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (seg.tiled) {
+		float y0 = 0.0f, y1 = 0.0f;
+		/* ember_tile_bytes twice on purpose: one shared local changes the plain kernel's SASS. */
+		const uint8_t *base = tile_base(seg, rt, k_pad) + (size_t)kt0 * ember_tile_bytes(seg.type);
+		const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
+		if (!prefetched)
+			prefetch_rounds(ring, base, ember_tile_bytes(seg.type), kt_n);
+		switch (seg.type) {
+		case EMBER_T_Q8_0: tiled_stream<EMBER_T_Q8_0>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
+		case EMBER_T_Q4_K: tiled_stream<EMBER_T_Q4_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
+		case EMBER_T_Q6_K: tiled_stream<EMBER_T_Q6_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
+		}
+		if ((lane & 3) == 0) {
+			ys[warp * 16 + (lane >> 2)] = y0;
+			ys[warp * 16 + (lane >> 2) + 8] = y1;
+		}
+		__syncthreads();
+		if (threadIdx.x < 16) {
+			float y = 0.0f;
+#pragma unroll
+			for (int w = 0; w < GEMV_WARPS; w++)
+				y += ys[w * 16 + threadIdx.x];
+			yout[threadIdx.x] = y;
+		}
+		__syncthreads();
+	} else {
+		/* A slice starts at a multiple of 256 columns: a whole number of blocks of every raw type. */
+		const size_t row_bytes = ember_raw_row_bytes(seg.type, k), skip = ember_raw_row_bytes(seg.type, kt0 * EMBER_TILE_K);
+		for (int r16 = warp; r16 < 16; r16 += GEMV_WARPS) {
+			const int row = rt * 16 + r16;
+			float y = 0.0f;
+			if (row < seg.rows)
+				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes + skip, xs, cols,
+				                   lane);
+			if (lane == 0)
+				yout[r16] = y;
+		}
+		__syncthreads();
+	}
 }
 
 static __device__ __forceinline__ unsigned long long argmax_key(float v, int idx)

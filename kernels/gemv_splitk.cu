@@ -153,54 +153,6 @@ static __device__ __forceinline__ int item_tile(const ember_gemv_args &args, boo
 	return locate_tile(args, group, false, si);
 }
 
-/* The 16 rows of row tile rt of `seg` over K tiles [kt0, kt0 + kt_n) into yout[16] (shared), with
- * xs/sx holding that slice of the input. Contains __syncthreads. */
-static __device__ void slice_rows(const ember_gemv_seg &seg, int rt, int kt0, int kt_n, int k, int k_pad, const __half *xs,
-                                  const float *sx, float *ys, float *yout, uint8_t *ring, bool prefetched)
-{
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	if (seg.tiled) {
-		float y0 = 0.0f, y1 = 0.0f;
-		const size_t tb = ember_tile_bytes(seg.type);
-		const uint8_t *base = tile_base(seg, rt, k_pad) + (size_t)kt0 * tb;
-		const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
-		if (!prefetched)
-			prefetch_rounds(ring, base, tb, kt_n);
-		switch (seg.type) {
-		case EMBER_T_Q8_0: tiled_stream<EMBER_T_Q8_0>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
-		case EMBER_T_Q4_K: tiled_stream<EMBER_T_Q4_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
-		case EMBER_T_Q6_K: tiled_stream<EMBER_T_Q6_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
-		}
-		if ((lane & 3) == 0) {
-			ys[warp * 16 + (lane >> 2)] = y0;
-			ys[warp * 16 + (lane >> 2) + 8] = y1;
-		}
-		__syncthreads();
-		if (threadIdx.x < 16) {
-			float y = 0.0f;
-#pragma unroll
-			for (int w = 0; w < GEMV_WARPS; w++)
-				y += ys[w * 16 + threadIdx.x];
-			yout[threadIdx.x] = y;
-		}
-		__syncthreads();
-	} else {
-		/* Raw rows: a slice starts at a multiple of 256 columns, a whole number of blocks of every type. */
-		const int c0 = kt0 * EMBER_TILE_K, n_valid = k - c0 < kt_n * EMBER_TILE_K ? k - c0 : kt_n * EMBER_TILE_K;
-		const size_t row_bytes = ember_raw_row_bytes(seg.type, k), skip = ember_raw_row_bytes(seg.type, c0);
-		for (int r16 = warp; r16 < 16; r16 += GEMV_WARPS) {
-			const int row = rt * 16 + r16;
-			float y = 0.0f;
-			if (row < seg.rows)
-				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes + skip, xs,
-				                   n_valid, lane);
-			if (lane == 0)
-				yout[r16] = y;
-		}
-		__syncthreads();
-	}
-}
-
 /* Warp 0, after an item: publishes its partials and, when its ticket is the row block's last, adds
  * all partials in slice order and applies the epilogue (lanes 0-15: rows; SwiGLU: lanes 16-31 add
  * the up rows). y: this item's sum for row (lane & 15); ss, e: the CTA's slice sum of squares and
@@ -270,7 +222,7 @@ static __device__ __forceinline__ void finish_item(const ember_gemv_args &args, 
 	}
 }
 
-/* 5 CTAs per SM (95 registers, no spills; gemv.cu's kernel takes 127 for 4): more tiles in flight. */
+/* 5 CTAs per SM (95-96 registers, no spills; gemv.cu's kernel takes up to 127 for 4): more tiles in flight. */
 template <int IN, int EPI>
 static __global__ void __launch_bounds__(GEMV_THREADS, EMBER_SPLITK_CTAS_PER_SM)
 	gemv_splitk_kernel(const ember_gemv_args args, const splitk_params sp, int pdl)
@@ -290,6 +242,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS, EMBER_SPLITK_CTAS_PER_SM)
 	const int slice = (int)blockIdx.x % plan.slices;
 	const int kt0 = slice * plan.slice_tiles;
 	const int kt_n = min(plan.slice_tiles, sp.k_pad / EMBER_TILE_K - kt0);
+	const int cols = min(kt_n * EMBER_TILE_K, args.k - kt0 * EMBER_TILE_K); /* of the slice, inside k */
 
 	bool prefetched = false;
 	if ((int)blockIdx.x < plan.items) {
@@ -317,8 +270,8 @@ static __global__ void __launch_bounds__(GEMV_THREADS, EMBER_SPLITK_CTAS_PER_SM)
 		int group, pass, s, si;
 		ember_splitk_item(&plan, item, &group, &pass, &s);
 		const int rt = item_tile(args, swiglu, group, pass, &si);
-		slice_rows(args.seg[si], rt, kt0, kt_n, args.k, sp.k_pad, xs, sx, ys, yv, ring,
-		           prefetched && item == (int)blockIdx.x);
+		row_tile_dot(args.seg[si], rt, kt0, kt_n, cols, args.k, sp.k_pad, xs, sx, ys, yv, ring,
+		             prefetched && item == (int)blockIdx.x);
 		if (threadIdx.x < 32)
 			finish_item<IN, EPI>(args, sp, group, pass, slice, si, rt, yv[threadIdx.x & 15], ss, e, &best_key);
 		__syncthreads(); /* yv is rewritten by the next item */

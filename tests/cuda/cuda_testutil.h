@@ -1,7 +1,8 @@
 /*
- * cuda_testutil.h - shared helpers of the CUDA tests: skip (exit 77) without a device, checked
+ * cuda_testutil.h - shared helpers of the GPU tests: skip (exit 77) without a device, checked
  * device allocations poisoned with 0xFF bytes (NaN in fp32 and fp16, so an unwritten output
- * fails), uploads/downloads, seeded random numbers, and a CHECK macro that counts failures.
+ * fails), uploads/downloads, and a MUST for calls that may not fail. CHECK, check_exit and the
+ * seeded random numbers come from check_cpu.h.
  */
 #ifndef EMBER_CUDA_TESTUTIL_H
 #define EMBER_CUDA_TESTUTIL_H
@@ -13,21 +14,10 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 
+#include "check_cpu.h"
 #include "error.h"
 
 #define SKIP_CODE 77
-
-static int test_failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                      \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			test_failures++;                                                  \
-		}                                                                     \
-	} while (0)
 
 /* Aborts the test (not a skip) on an unexpected CUDA or ember error. */
 #define MUST(call)                                                                                   \
@@ -79,15 +69,5 @@ static void dev_download(void *dst, const void *src, size_t bytes)
 		exit(1);
 	}
 }
-
-static uint64_t test_rng = 0x9E3779B97F4A7C15ull;
-static double urand(void)
-{
-	test_rng ^= test_rng << 13;
-	test_rng ^= test_rng >> 7;
-	test_rng ^= test_rng << 17;
-	return (double)(test_rng >> 11) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)((urand() + urand() + urand() + urand() - 2.0) * 1.7320508); }
 
 #endif

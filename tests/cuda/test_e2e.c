@@ -207,10 +207,5 @@ int main(void)
 		unlink(path);
 	}
 	rmdir(dir);
-	if (test_failures) {
-		fprintf(stderr, "test_cuda_e2e: %d check(s) failed\n", test_failures);
-		return 1;
-	}
-	printf("test_cuda_e2e: all checks passed\n");
-	return 0;
+	return check_exit("test_cuda_e2e");
 }

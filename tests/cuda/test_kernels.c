@@ -445,7 +445,7 @@ int main(void)
 		test_dequant_embed(types[i], 20, types[i] == EMBER_T_Q8_0 ? 320 : 512);
 	test_dequant_embed(EMBER_T_F16, 20, 200);
 	test_dequant_embed(EMBER_T_BF16, 20, 200);
-	const int gemv_failures = test_kernels_gemv(); /* test_kernels_gemv.c */
+	check_failures += test_kernels_gemv(); /* test_kernels_gemv.c: its own count */
 	test_attn_decode(128, 4, 0, 33);
 	test_attn_decode(128, 4, 1100, 33);
 	test_attn_decode(128, 2, 99, 1);
@@ -457,10 +457,5 @@ int main(void)
 	test_rows();
 	test_gemm();
 	test_errors();
-	if (test_failures + gemv_failures) {
-		fprintf(stderr, "test_cuda_kernels: %d check(s) failed\n", test_failures + gemv_failures);
-		return 1;
-	}
-	printf("test_cuda_kernels: all checks passed\n");
-	return 0;
+	return check_exit("test_cuda_kernels");
 }

@@ -380,5 +380,5 @@ int test_kernels_gemv(void)
 	test_gemv_argmax(4, 1024);
 	test_gemv_argmax(7, 2048);
 	test_gemv_errors();
-	return test_failures;
+	return check_failures;
 }

@@ -13,31 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_cpu.h"
 #include "layout.cuh"
 #include "quant.h"
 #include "tile_replay.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                      \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			failures++;                                                       \
-		}                                                                     \
-	} while (0)
-
-static uint64_t rng = 0x1234567887654321ull;
-static double urand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)((urand() + urand() + urand() + urand() - 2.0) * 1.7320508); }
 
 static void check_type(int type, int rows, int cols)
 {
@@ -104,6 +83,7 @@ static void check_magic(void)
 
 int main(void)
 {
+	test_rng = 0x1234567887654321ull;
 	check_magic();
 	check_type(EMBER_T_Q8_0, 16, 256);
 	check_type(EMBER_T_Q8_0, 37, 320);   /* rows and columns that need padding */
@@ -111,10 +91,5 @@ int main(void)
 	check_type(EMBER_T_Q4_K, 50, 768);
 	check_type(EMBER_T_Q6_K, 16, 256);
 	check_type(EMBER_T_Q6_K, 33, 512);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("all layout checks passed\n");
-	return 0;
+	return check_exit("test_cuda_layout");
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_cpu.h"
 #include "layout.cuh"
 #include "quant.h"
 #include "tile_replay.h"
@@ -26,27 +27,6 @@
 /* gemv.cuh's epilogues (that header needs the CUDA runtime headers; this test does not). */
 enum { EPI_STORE = 0, EPI_RESID = 1, EPI_SWIGLU = 2, EPI_ARGMAX = 3 };
 
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                      \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			failures++;                                                       \
-		}                                                                     \
-	} while (0)
-
-static uint64_t rng = 0x5EED5EED12345678ull;
-static double urand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)((urand() + urand() + urand() + urand() - 2.0) * 1.7320508); }
 static float fp16r(float v) { return ember_fp16_to_f32(ember_f32_to_fp16(v)); }
 
 static const int qwen_ks[] = {256, 512, 768, 1024, 2048, 2560, 3072, 4096, 6144, 9728, 12288};
@@ -357,8 +337,8 @@ static struct ember_splitk_plan sim_split(struct launch *L, int setting, uint64_
 		scratch[i] = NAN; /* an unwritten partial poisons the result */
 	stage(L, &p, xs, ss, e);
 	replay_adds(L, xs);
-	const uint64_t saved = rng;
-	rng = order_seed;
+	const uint64_t saved = test_rng;
+	test_rng = order_seed;
 	for (int i = 0; i < p.items; i++)
 		order[i] = i;
 	for (int i = p.items - 1; i > 0; i--) {
@@ -366,7 +346,7 @@ static struct ember_splitk_plan sim_split(struct launch *L, int setting, uint64_
 		order[i] = order[j];
 		order[j] = t;
 	}
-	rng = saved;
+	test_rng = saved;
 	unsigned long long best = 0;
 	const uint32_t expected = (uint32_t)(p.slices * p.passes);
 	for (int i = 0; i < p.items; i++) {
@@ -653,12 +633,8 @@ static void check_launches(void)
 
 int main(void)
 {
+	test_rng = 0x5EED5EED12345678ull;
 	check_plans();
 	check_launches();
-	if (failures) {
-		fprintf(stderr, "test_cuda_splitk: %d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test_cuda_splitk: all checks passed\n");
-	return 0;
+	return check_exit("test_cuda_splitk");
 }
