@@ -1,6 +1,7 @@
 /*
  * acc.c - top-1 agreement, KL on the reference's support plus a tail bucket, per-side
- * summaries and the absolute and differential accuracy gates (see acc.h).
+ * summaries, the absolute and differential accuracy gates and the advisory greedy-agreement gate
+ * (see acc.h).
  */
 #include "acc.h"
 
@@ -194,4 +195,20 @@ void ab_acc_gate_error(struct ab_gate_result *out, const char *name, const char 
 	gate_init(out, name, model, NAN, NAN, "");
 	out->error = 1;
 	snprintf(out->detail, sizeof(out->detail), "not measured: %s", reason ? reason : "unknown");
+}
+
+void ab_acc_greedy_gate(struct ab_gate_result *out, const char *model, int compared, int identical,
+	int first_diff, int ctx, int pair)
+{
+	gate_init(out, "greedy_agreement", model, compared > 0 ? (double)identical / compared : NAN, 1.0, ">=");
+	out->advisory = 1;
+	out->pass = identical == compared;
+	if (compared <= 0)
+		snprintf(out->detail, sizeof(out->detail), "no decode request was answered by both sides");
+	else if (first_diff < 0)
+		snprintf(out->detail, sizeof(out->detail),
+			"head's greedy tokens equal base's in all %d decode requests", compared);
+	else
+		snprintf(out->detail, sizeof(out->detail), "%d of %d decode requests identical; earliest "
+			"divergence at generated token %d (ctx %d, pair %d)", identical, compared, first_diff, ctx, pair);
 }

@@ -14,6 +14,8 @@
  *                 same GGUF sits at its kernels' rounding floor, so a numerical bug shows as a
  *                 multiple of it long before it nears an absolute threshold; one-sided bootstrap bounds over positions,
  *                 Bonferroni across the differential gates of all models at level alpha).
+ *   greedy        advisory (reported, never changes the verdict): whether head's greedy decode
+ *                 tokens equal base's on the same prompts, and where they first differ.
  * A failed gate makes the verdict eval:REJECT + accuracy-regression; a gate that could not be
  * measured (the SUT crashed, timed out) is an infra error, never a REJECT.
  */
@@ -85,5 +87,15 @@ size_t ab_acc_gates(struct ab_gate_result out[4], const char *model, const struc
 
 /* A gate that could not be measured (infra): error = 1, with the reason as detail. */
 void ab_acc_gate_error(struct ab_gate_result *out, const char *name, const char *model, const char *reason);
+
+/*
+ * The greedy-agreement gate of one model, advisory (reported, never changes the verdict): of
+ * `compared` decode requests that base and head both answered in the same pair, `identical` gave
+ * the same greedy tokens. first_diff is the earliest generated-token index at which any request
+ * differed (-1 when none did), seen at context `ctx` of pair `pair`. Passes only when every
+ * compared request is identical; value is identical / compared (NAN when nothing was compared).
+ */
+void ab_acc_greedy_gate(struct ab_gate_result *out, const char *model, int compared, int identical,
+	int first_diff, int ctx, int pair);
 
 #endif

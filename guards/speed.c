@@ -128,16 +128,19 @@ void ab_speed_regression_label(char *buf, size_t size, const char *model, int pr
 {
 	char ctx_name[24], model_part[80] = "", suffix[48] = "";
 	ab_speed_ctx_name(ctx_name, sizeof(ctx_name), ctx);
-	if (!primary)
-		snprintf(model_part, sizeof(model_part), "%.63s-", model);
 	if (strcmp(metric, "prefill_tps") == 0)
 		snprintf(suffix, sizeof(suffix), "-pp");
 	else if (strcmp(metric, "decode_tps") != 0)
 		snprintf(suffix, sizeof(suffix), "-%.31s", metric);
+	/* GitHub allows 50 characters: cut the model name first, so that the labels of one model's
+	 * contexts stay distinct. */
+	int model_max = 50 - (int)(strlen("regression--") + strlen(ctx_name) + strlen(suffix));
+	if (!primary && model_max > 0)
+		snprintf(model_part, sizeof(model_part), "%.*s-", model_max < 63 ? model_max : 63, model);
 	char label[200];
 	snprintf(label, sizeof(label), "regression-%s%s%s", model_part, ctx_name, suffix);
 	label_sanitize(label);
-	label[50] = '\0';               /* GitHub's label length limit */
+	label[50] = '\0';               /* only a very long metric name is still cut here */
 	snprintf(buf, size, "%s", label);
 }
 
@@ -499,6 +502,13 @@ static int schedule(int *points, int looks, int first, int last)
 	return count;
 }
 
+/* Did a gating series lose more of its batch-0 pairs to failed samples than the policy allows? */
+static int series_lost(const struct ab_speed_series *s, const struct ab_speed_policy *p)
+{
+	return s->gating && s->pairs > 0 &&
+		(double)(s->pairs - s->n_pairs) > p->max_failed_fraction * s->pairs;
+}
+
 /* May more batch-0 pairs still change a claim of series s, given the verdict tier so far? */
 static int series_open(const struct ab_speed_series *s, const struct ab_speed_policy *p, int tier)
 {
@@ -522,7 +532,7 @@ static int evaluate_confirmation(struct ab_speed_result *r, const struct ab_spee
 	int flagged = 0;
 	for (size_t i = 0; i < r->n_series; i++)
 		flagged += r->series[i].regression;
-	r->confirm_tail = policy->alpha / (flagged ? flagged : 1);
+	double confirm_tail = policy->alpha / (flagged ? flagged : 1);
 	for (size_t i = 0; i < r->n_series; i++) {
 		struct ab_speed_series *s = &r->series[i];
 		if (!s->regression)
@@ -539,7 +549,7 @@ static int evaluate_confirmation(struct ab_speed_result *r, const struct ab_spee
 			struct ab_interval bound;
 			double hl;
 			if ((error = ab_stats_hodges_lehmann(&hl, d, (size_t)m)) != 0 ||
-			    (error = ab_stats_signed_rank_ci(&bound, d, (size_t)m, r->confirm_tail)) != 0)
+			    (error = ab_stats_signed_rank_ci(&bound, d, (size_t)m, confirm_tail)) != 0)
 				return error;
 			s->confirm.ratio = exp(hl);
 			s->confirm.hi = exp(bound.hi);
@@ -653,7 +663,6 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		s->head = sides[AB_SIDE_HEAD];
 		s->pairs = n_pairs0;
 		s->n_pairs = m;
-		s->failed_pairs = n_pairs0 - m;
 		s->outcome = outcome_of(s);
 		double scale = 2.0 * (double)(r->n_gating ? r->n_gating : 1) * policy->looks;
 		s->p_adj = s->p_regression * scale > 1.0 ? 1.0 : s->p_regression * scale;
@@ -668,12 +677,11 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		if (s->tier > r->tier)
 			r->tier = s->tier;
 		r->regression |= s->regression;
-		if (s->pairs > 0 && (double)s->failed_pairs > policy->max_failed_fraction * s->pairs &&
-		    !r->infra) {
+		if (series_lost(s, policy) && !r->infra) {
 			r->infra = 1;
 			snprintf(r->infra_reason, sizeof(r->infra_reason), "%s %s at ctx %d lost %d of %d "
 				"pairs to failed samples: ", s->model, ab_speed_metric_short(s->metric), s->ctx,
-				s->failed_pairs, s->pairs);
+				s->pairs - s->n_pairs, s->pairs);
 			failure_side_summary(r->infra_reason, sizeof(r->infra_reason), "base",
 				&r->failures[AB_SIDE_BASE]);
 			append(r->infra_reason, sizeof(r->infra_reason), "; ");
@@ -725,7 +733,10 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 			n_pairs1, d)) != 0) {
 			goto cleanup;
 		}
-	} else {
+	} else if (policy->confirm_pairs <= 0) {
+		/* No confirmation configured: a flagged regression stands on its own. With one configured
+		 * but the run cut short by infra trouble, nothing is confirmed: the verdict is then an
+		 * infra error (re-run), never a REJECT the design did not allow. */
 		for (size_t k = 0; k < n_keys; k++)
 			r->series[k].confirmed = r->series[k].regression;
 	}
@@ -741,8 +752,7 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 			m->reject = 1;
 			r->reject = 1;
 		}
-		if (s->gating && s->pairs > 0 &&
-		    (double)s->failed_pairs > policy->max_failed_fraction * s->pairs)
+		if (series_lost(s, policy))
 			m->infra = 1;
 	}
 	build_method(r, policy);

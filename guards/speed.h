@@ -98,7 +98,7 @@ struct ab_speed_confirm {
 	int tested;                     /* 1 when the confirmation batch was evaluated for this series */
 	int n_pairs;                    /* valid pairs in batch 1 */
 	double ratio;                   /* exp(HL) over batch 1 */
-	double hi;                      /* one-sided upper bound at confirm_tail (ratio scale) */
+	double hi;                      /* one-sided upper bound at alpha / flagged series (ratio) */
 	int confirmed;                  /* hi < regression_ratio */
 };
 
@@ -110,8 +110,7 @@ struct ab_speed_series {
 	double margin;
 	struct ab_speed_side base, head;
 	int pairs;                      /* pairs attempted in batch 0 */
-	int n_pairs;                    /* valid pairs (both sides ok) */
-	int failed_pairs;               /* pairs - n_pairs */
+	int n_pairs;                    /* valid pairs (both sides ok); pairs - n_pairs failed */
 	double ratio;                   /* exp(Hodges-Lehmann of d); NAN without valid pairs */
 	struct ab_interval ci;          /* displayed interval on the ratio (policy.ci_level) */
 	struct ab_interval ci_adj;      /* simultaneous interval used for claims (tail each side) */
@@ -172,7 +171,6 @@ struct ab_speed_result {
 	double regression_ratio;        /* the policy's, for reasons and reports */
 	double tiers[AB_TIER_COUNT];    /* the policy's tier thresholds */
 	double alpha;                   /* the policy's family-wise alpha */
-	double confirm_tail;            /* alpha / flagged series (0 when not used) */
 	char method[400];               /* one sentence for the report */
 };
 
@@ -226,8 +224,9 @@ void ab_speed_ctx_name(char *buf, size_t size, int ctx);
 /*
  * The regression label of a series: "regression-<ctx>" for decode_tps, "regression-<ctx>-pp" for
  * prefill_tps, prefixed by the model ("regression-<model>-<ctx>") unless the model is the primary
- * one. The model name is reduced to [A-Za-z0-9._-] (others become '-'); the label is cut to 50
- * characters. Other metrics get "regression-<ctx>-<metric>".
+ * one. The model name is reduced to [A-Za-z0-9._-] (others become '-') and cut so that the label
+ * fits GitHub's 50 characters with its context and suffix whole. Other metrics get
+ * "regression-<ctx>-<metric>".
  */
 void ab_speed_regression_label(char *buf, size_t size, const char *model, int primary,
 	const char *metric, int ctx);

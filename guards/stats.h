@@ -106,9 +106,9 @@ enum ab_alternative {
 
 /*
  * One-sided signed-rank p-value against a shifted null: the differences x_i - mu0 are ranked by
- * absolute value (mid-ranks for ties, zeros dropped as Wilcoxon did). With ties or up to
- * AB_STATS_EXACT_MAX non-zero differences the exact conditional distribution is used (DP over
- * doubled mid-ranks); above, the normal approximation with tie-corrected variance and continuity
+ * absolute value (mid-ranks for ties, zeros dropped as Wilcoxon did). Up to AB_STATS_EXACT_MAX
+ * non-zero differences the exact conditional distribution is used, ties included (DP over doubled
+ * mid-ranks); above, the normal approximation with tie-corrected variance and continuity
  * correction. All differences zero gives p = 1.
  */
 int ab_stats_signed_rank_p(double *out, const double *x, size_t n, double mu0,

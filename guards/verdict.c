@@ -68,6 +68,13 @@ size_t ab_verdict_harness_match(const char **out, size_t cap, const char *const 
 	return count;
 }
 
+const char *ab_verdict_gate_label(const struct ab_gate_result *gate)
+{
+	if (gate->advisory)
+		return NULL;
+	return gate->label[0] ? gate->label : "accuracy-regression";
+}
+
 static void add_label(struct ab_verdict *v, const char *label)
 {
 	for (size_t i = 0; i < v->n_labels; i++)
@@ -171,11 +178,28 @@ static const struct ab_speed_series *best_gain(const struct ab_speed_result *spe
 	return best;
 }
 
+static void gate_labels(struct ab_verdict *v, const struct ab_verdict_input *in)
+{
+	for (size_t i = 0; i < in->n_gates; i++) {
+		const struct ab_gate_result *g = &in->gates[i];
+		if (!g->error && !g->advisory && !g->pass)
+			add_label(v, ab_verdict_gate_label(g));
+	}
+}
+
 static void regression_labels(struct ab_verdict *v, const struct ab_speed_result *speed)
 {
 	for (size_t i = 0; speed && speed->reject && i < speed->n_series; i++)
 		if (speed->series[i].confirmed && speed->series[i].label[0])
 			add_label(v, speed->series[i].label);
+}
+
+/* Whether a gate's model field ("m" or "m/<reference>") names suite model `name`. */
+static int gate_concerns(const struct ab_gate_result *gate, const char *name)
+{
+	size_t len = strlen(name);
+	return strncmp(gate->model, name, len) == 0 &&
+		(gate->model[len] == '\0' || gate->model[len] == '/');
 }
 
 static void model_labels(struct ab_verdict *v, const struct ab_verdict_input *in)
@@ -188,7 +212,7 @@ static void model_labels(struct ab_verdict *v, const struct ab_verdict_input *in
 		int gate_failed = 0, gate_error = 0;
 		for (size_t g = 0; g < in->n_gates; g++) {
 			const struct ab_gate_result *gate = &in->gates[g];
-			if (gate->advisory || strcmp(gate->model, model->name) != 0)
+			if (gate->advisory || !gate_concerns(gate, model->name))
 				continue;
 			gate_failed |= !gate->error && !gate->pass;
 			gate_error |= gate->error;
@@ -200,13 +224,16 @@ static void model_labels(struct ab_verdict *v, const struct ab_verdict_input *in
 			kind = AB_VERDICT_INFRA;
 		else
 			kind = model->tier >= 0 ? AB_VERDICT_TIER : AB_VERDICT_NONE;
-		char name[64], label[80];
+		char name[64], label[64];
+		const char *outcome = ab_verdict_label_name(kind, model->tier) + 5;  /* past "eval:" */
 		snprintf(name, sizeof(name), "%s", model->name);
 		for (char *p = name; *p; p++)
 			if (*p == ' ' || *p == ':' || *p == ',')
 				*p = '-';
-		snprintf(label, sizeof(label), "eval-%s:%s", name, ab_verdict_label_name(kind, model->tier) + 5);
-		label[50] = '\0';
+		/* GitHub allows 50 characters: cut the model name, never the ":<outcome>" that makes the
+		 * label one of the managed set. */
+		int name_max = 50 - (int)strlen("eval-:") - (int)strlen(outcome);
+		snprintf(label, sizeof(label), "eval-%.*s:%s", name_max, name, outcome);
 		add_label(v, label);
 	}
 }
@@ -229,7 +256,7 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 	memset(&v, 0, sizeof(v));
 	const struct ab_speed_result *speed = in->speed;
 	v.tier = speed ? speed->tier : -1;
-	int n_failed_gates = 0, n_regressions = 0;
+	int n_failed_gates = 0, n_regressions = 0, gate_reject = 0;
 	const struct ab_gate_result *failed_gate = first_failed_gate(in, &n_failed_gates);
 	const struct ab_gate_result *error_gate = first_error_gate(in);
 	const struct ab_speed_series *worst = worst_regression(speed, &n_regressions);
@@ -252,6 +279,7 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 			"re-run recommended.", in->head_build_detail ? in->head_build_detail : "no detail");
 	} else if (failed_gate) {
 		v.kind = AB_VERDICT_REJECT;
+		gate_reject = 1;
 		char value[48], threshold[48];
 		snprintf(value, sizeof(value), "%.4g", failed_gate->value);
 		snprintf(threshold, sizeof(threshold), "%.4g", failed_gate->threshold);
@@ -260,11 +288,6 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 			failed_gate->model, value, failed_gate->op[0] ? failed_gate->op : "vs", threshold,
 			n_failed_gates > 1 ? " (and other gates)" : "",
 			n_regressions ? ", with a speed regression as well" : "", tier_text);
-		for (size_t i = 0; i < in->n_gates; i++) {
-			const struct ab_gate_result *g = &in->gates[i];
-			if (!g->error && !g->advisory && !g->pass)
-				add_label(&v, g->label[0] ? g->label : "accuracy-regression");
-		}
 	} else if (worst) {
 		v.kind = AB_VERDICT_REJECT;
 		series_name(name, sizeof(name), speed, worst);
@@ -303,7 +326,9 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 			"gating series (%d pairs).", speed->n_gating, speed->pairs);
 	}
 	snprintf(v.label, sizeof(v.label), "%s", ab_verdict_label_name(v.kind, v.tier));
-	add_label(&v, v.label);
+	add_label(&v, v.label);                 /* the label first, as verdict.h promises */
+	if (gate_reject)
+		gate_labels(&v, in);
 	model_labels(&v, in);
 	regression_labels(&v, speed);
 

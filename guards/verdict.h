@@ -17,7 +17,10 @@
  *      (speed not measured at all is infra-error: there is nothing to judge)
  * Verified evidence against the PR (2-4) wins over infra trouble elsewhere: re-running would not
  * change it. With more than one model, `eval-<model>:<tier|none|REJECT|infra-error>` is added per
- * model. `harness-touched` is added whenever the PR changes a harness path, with a note.
+ * model (the model name cut to fit GitHub's 50 characters; a gate counts for the model its `model`
+ * field names). `harness-touched` is added whenever the PR changes a harness path, with a note.
+ * Label order: the `eval:` label, the failed gates' labels, per-model labels, regression labels,
+ * `harness-touched`.
  */
 #ifndef AB_VERDICT_H
 #define AB_VERDICT_H
@@ -50,7 +53,8 @@ enum ab_verdict_kind {
  */
 struct ab_gate_result {
 	char name[64];          /* "top1", "kl_mean", "spec_tau" */
-	char model[64];         /* the model it concerns, "" when none */
+	char model[64];         /* the suite model it concerns, "" when none; "<model>/<reference>"
+	                         * when it was measured against one of several references */
 	double value;           /* measured value; NAN when not measured */
 	double threshold;
 	char op[4];             /* ">=", "<=", "==": how value must compare with threshold */
@@ -60,6 +64,10 @@ struct ab_gate_result {
 	char detail[256];       /* e.g. "0.912 (95% CI 0.887-0.933, 512 positions)" */
 	char label[48];         /* label applied on failure; "" means "accuracy-regression" */
 };
+
+/* The label a failure of `gate` applies ("accuracy-regression" unless the gate names its own), NULL
+ * for an advisory gate, which never applies one. Borrowed from `gate` or static. */
+const char *ab_verdict_gate_label(const struct ab_gate_result *gate);
 
 struct ab_verdict_input {
 	enum ab_build_status base_build;

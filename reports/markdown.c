@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "render.h"
+#include "speed.h"
 #include "text.h"
 
 #define REF_MAX 80          /* characters of a ref name shown */
@@ -185,12 +186,12 @@ static void failure_side(struct ab_text *t, const char *what, const json_t *f)
 	ab_text_printf(t, "%s %lld of %lld", what, failed, ab_render_int(f, "total", 0));
 	if (failed == 0)
 		return;
-	static const char *const kinds[] = { "crash", "timeout", "oom", "protocol", "other" };
 	const char *sep = " (";
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-		long long c = ab_render_int(f, kinds[k], 0);
+	for (int k = 0; k < AB_FAILURE_KIND_COUNT; k++) {
+		const char *kind = ab_failure_kind_name(k);
+		long long c = ab_render_int(f, kind, 0);
 		if (c > 0) {
-			ab_text_printf(t, "%s%lld %s", sep, c, kinds[k]);
+			ab_text_printf(t, "%s%lld %s", sep, c, kind);
 			sep = ", ";
 		}
 	}
@@ -228,6 +229,16 @@ static void code_block(struct ab_text *t, const char *s, size_t max_bytes)
 	ab_text_puts(t, "\n");
 }
 
+/* Starts one part of the environment line: the separator, `what`, then `value` escaped. */
+static void env_part(struct ab_text *t, const char **sep, const char *what, const char *value,
+	size_t max_chars)
+{
+	ab_text_puts(t, *sep);
+	ab_text_puts(t, what);
+	ab_text_md(t, value, max_chars);
+	*sep = " \xc2\xb7 ";
+}
+
 /* The environment as one readable line: GPU(s) with driver and clocks, what each SUT said it ran
  * on, the host's CPU, and how many SUT processes ran (and were retried). Every piece is optional. */
 static void environment_line(struct ab_text *t, const json_t *env)
@@ -241,9 +252,7 @@ static void environment_line(struct ab_text *t, const json_t *env)
 			ab_text_printf(t, " (+%zu more)", json_array_size(gpus) - 2);
 			break;
 		}
-		ab_text_puts(t, sep);
-		ab_text_puts(t, "GPU ");
-		ab_text_md(t, ab_render_str(gpu, "name"), 60);
+		env_part(t, &sep, "GPU ", ab_render_str(gpu, "name"), 60);
 		const char *driver = ab_render_str(gpu, "driver_version");
 		if (driver == NULL)
 			driver = ab_render_str(gpu, "driver");
@@ -255,15 +264,10 @@ static void environment_line(struct ab_text *t, const json_t *env)
 		long long sm_max = ab_render_int(gpu, "clocks_max_sm_mhz", -1);
 		if (sm > 0)
 			ab_text_printf(t, sm_max > 0 ? ", SM %lld/%lld MHz" : ", SM %lld MHz", sm, sm_max);
-		sep = " \xc2\xb7 ";
 	}
 	const char *gpu_error = ab_render_str(env, "gpu_query_error");
-	if (gpu_error) {
-		ab_text_puts(t, sep);
-		ab_text_puts(t, "GPU query failed: ");
-		ab_text_md(t, gpu_error, 120);
-		sep = " \xc2\xb7 ";
-	}
+	if (gpu_error)
+		env_part(t, &sep, "GPU query failed: ", gpu_error, 120);
 	const json_t *sut = json_object_get(env, "sut");
 	static const char *const sides[] = { "base", "head" };
 	const char *base_dev = NULL;
@@ -276,9 +280,7 @@ static void environment_line(struct ab_text *t, const json_t *env)
 			continue;   /* the same device line twice says nothing */
 		if (s == 0)
 			base_dev = device;
-		ab_text_puts(t, sep);
-		ab_text_puts(t, s ? "head SUT " : "SUT ");
-		ab_text_md(t, engine, 40);
+		env_part(t, &sep, s ? "head SUT " : "SUT ", engine, 40);
 		const char *backend = ab_render_str(ready, "backend");
 		if (backend) {
 			ab_text_puts(t, "/");
@@ -288,26 +290,18 @@ static void environment_line(struct ab_text *t, const json_t *env)
 			ab_text_puts(t, " on ");
 			ab_text_md(t, device, 80);
 		}
-		sep = " \xc2\xb7 ";
 	}
 	const json_t *cpu = json_object_get(env, "cpu");
 	const char *cpu_model = ab_render_str(cpu, "model");
 	if (cpu_model) {
-		ab_text_puts(t, sep);
-		ab_text_puts(t, "CPU ");
-		ab_text_md(t, cpu_model, 60);
+		env_part(t, &sep, "CPU ", cpu_model, 60);
 		long long cores = ab_render_int(cpu, "cores", -1);
 		if (cores > 0)
 			ab_text_printf(t, " x%lld", cores);
-		sep = " \xc2\xb7 ";
 	}
 	const char *host = ab_render_str(env, "host");
-	if (host) {
-		ab_text_puts(t, sep);
-		ab_text_puts(t, "host ");
-		ab_text_md(t, host, 60);
-		sep = " \xc2\xb7 ";
-	}
+	if (host)
+		env_part(t, &sep, "host ", host, 60);
 	const json_t *runs = json_object_get(env, "runs");
 	long long procs = ab_render_int(runs, "processes", -1);
 	if (procs >= 0) {

@@ -166,7 +166,7 @@ static json_t *gate_json(struct builder *b, const struct ab_gate_result *g)
 	set(b, o, "error", json_boolean(g->error));
 	set(b, o, "advisory", json_boolean(g->advisory));
 	set(b, o, "detail", str_lossy(g->detail));
-	set(b, o, "label", str_lossy(g->label[0] ? g->label : "accuracy-regression"));
+	set(b, o, "label", str_lossy(ab_verdict_gate_label(g)));    /* null: advisory, never labels */
 	return o;
 }
 

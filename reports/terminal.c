@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "render.h"
+#include "speed.h"
 #include "text.h"
 
 #define COLS 9
@@ -50,8 +51,7 @@ static void metric_cells(char cells[COLS][CELL], const char **color, const json_
 	const json_t *base = json_object_get(m, "base"), *head = json_object_get(m, "head");
 	cell_plain(cells[0], ab_render_str(m, "model"), 32);
 	const char *name = ab_render_str(m, "name");
-	cell_plain(cells[1], name && strcmp(name, "decode_tps") == 0 ? "decode" :
-		name && strcmp(name, "prefill_tps") == 0 ? "prefill" : name, 24);
+	cell_plain(cells[1], name ? ab_speed_metric_short(name) : NULL, 24);
 	ab_render_ctx(cells[2], CELL, ab_render_int(m, "ctx", 0));
 	ab_render_value(cells[3], CELL, ab_render_num(base, "median"));
 	ab_render_value(cells[4], CELL, ab_render_num(head, "median"));

@@ -160,7 +160,39 @@ static void append_cp(struct ab_text *t, unsigned cp)
 	}
 }
 
-void ab_text_md(struct ab_text *t, const char *s, size_t max_chars)
+/* One code point of untrusted text for markdown (see ab_text_md). */
+static void md_cp(struct ab_text *t, unsigned cp)
+{
+	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
+		ab_text_puts(t, " ");
+	else if (cp == '<')
+		ab_text_puts(t, "&lt;");
+	else if (cp == '>')
+		ab_text_puts(t, "&gt;");
+	else if (cp == '&')
+		ab_text_puts(t, "&amp;");
+	else if (cp == '|')
+		ab_text_puts(t, "\\|");
+	else if (cp == '@')
+		ab_text_puts(t, "@&#8203;");
+	else if (cp < 0x80 && strchr("\\`*_[]#!~$", (int)cp))
+		ab_text_printf(t, "\\%c", (char)cp);
+	else
+		append_cp(t, cp);
+}
+
+/* One code point of untrusted text for a terminal: no escape sequences reach it. */
+static void plain_cp(struct ab_text *t, unsigned cp)
+{
+	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+		ab_text_puts(t, "?");
+	else
+		append_cp(t, cp);
+}
+
+/* Appends at most max_chars code points of s, each through `emit`, then `cut` if s was longer. */
+static void append_untrusted(struct ab_text *t, const char *s, size_t max_chars, const char *cut,
+	void (*emit)(struct ab_text *, unsigned))
 {
 	if (s == NULL) {
 		ab_text_puts(t, "n/a");
@@ -170,48 +202,22 @@ void ab_text_md(struct ab_text *t, const char *s, size_t max_chars)
 	unsigned cp;
 	for (const unsigned char *p = (const unsigned char *)s; *p; chars++) {
 		if (chars >= max_chars) {
-			ab_text_puts(t, "\xe2\x80\xa6");       /* ellipsis */
+			ab_text_puts(t, cut);
 			return;
 		}
 		p += utf8_next(p, &cp);
-		if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
-			ab_text_puts(t, " ");
-		else if (cp == '<')
-			ab_text_puts(t, "&lt;");
-		else if (cp == '>')
-			ab_text_puts(t, "&gt;");
-		else if (cp == '&')
-			ab_text_puts(t, "&amp;");
-		else if (cp == '|')
-			ab_text_puts(t, "\\|");
-		else if (cp == '@')
-			ab_text_puts(t, "@&#8203;");
-		else if (cp < 0x80 && strchr("\\`*_[]#!~$", (int)cp))
-			ab_text_printf(t, "\\%c", (char)cp);
-		else
-			append_cp(t, cp);
+		emit(t, cp);
 	}
+}
+
+void ab_text_md(struct ab_text *t, const char *s, size_t max_chars)
+{
+	append_untrusted(t, s, max_chars, "\xe2\x80\xa6", md_cp);       /* ellipsis */
 }
 
 void ab_text_plain(struct ab_text *t, const char *s, size_t max_chars)
 {
-	if (s == NULL) {
-		ab_text_puts(t, "n/a");
-		return;
-	}
-	size_t chars = 0;
-	unsigned cp;
-	for (const unsigned char *p = (const unsigned char *)s; *p; chars++) {
-		if (chars >= max_chars) {
-			ab_text_puts(t, "...");
-			return;
-		}
-		p += utf8_next(p, &cp);
-		if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
-			ab_text_puts(t, "?");          /* no escape sequences reach the terminal */
-		else
-			append_cp(t, cp);
-	}
+	append_untrusted(t, s, max_chars, "...", plain_cp);
 }
 
 void ab_text_pct(char *buf, size_t size, double ratio)

@@ -2,7 +2,7 @@
  * test_acc.c - accuracy decisions (guards/acc.h): KL on the reference's support plus a tail
  * bucket against hand-computed and full-vocabulary values, per-side summaries, and the gates:
  * an A/A pair of noisy sides passes, a subtly broken head (a few more disagreements, a small KL
- * rise) fails the differential gates while passing the absolute ones.
+ * rise) fails the differential gates while passing the absolute ones; the advisory greedy gate.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -175,11 +175,36 @@ static void gates_subtle_bug(void)
 	CHECK(e.error == 1 && e.pass == 0 && strstr(e.detail, "timeout") != NULL);
 }
 
+static void greedy_gate(void)
+{
+	struct ab_gate_result g;
+
+	ab_acc_greedy_gate(&g, "tiny", 12, 12, -1, 0, 0);
+	CHECK_STR(g.name, "greedy_agreement");
+	CHECK_STR(g.model, "tiny");
+	CHECK_STR(g.op, ">=");
+	CHECK(g.pass && g.advisory && !g.error);
+	CHECK_NEAR(g.value, 1.0, 0);
+	CHECK_NEAR(g.threshold, 1.0, 0);
+	CHECK(strstr(g.detail, "all 12 decode requests") != NULL);
+
+	/* One request diverges: the gate fails, but only as a warning, and says where. */
+	ab_acc_greedy_gate(&g, "tiny", 12, 9, 5, 512, 3);
+	CHECK(!g.pass && g.advisory && !g.error);
+	CHECK_NEAR(g.value, 0.75, 1e-15);
+	CHECK(strstr(g.detail, "9 of 12 decode requests identical") != NULL);
+	CHECK(strstr(g.detail, "generated token 5 (ctx 512, pair 3)") != NULL);
+
+	/* Nothing compared: no value, nothing to warn about. */
+	ab_acc_greedy_gate(&g, "tiny", 0, 0, -1, 0, 0);
+	CHECK(g.pass && g.advisory && isnan(g.value));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
 		{ "kl", kl_values }, { "stats", side_stats }, { "gates_aa", gates_aa },
-		{ "gates_subtle_bug", gates_subtle_bug },
+		{ "gates_subtle_bug", gates_subtle_bug }, { "greedy_gate", greedy_gate },
 	};
 	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

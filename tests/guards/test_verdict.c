@@ -229,7 +229,9 @@ static void test_gates(void)
 	in.n_gates = 3;
 	CHECK(ab_verdict_decide(&v, &in) == 0);
 	CHECK(v.kind == AB_VERDICT_REJECT && v.tier == 2);
-	CHECK(has_label(&v, "accuracy-regression"));
+	CHECK(v.n_labels >= 2);
+	CHECK_STR(v.labels[0], "eval:REJECT");      /* the label first, then the gate's */
+	CHECK_STR(v.labels[1], "accuracy-regression");
 	CHECK(has_label(&v, "eval-big:REJECT") && has_label(&v, "eval-small:M"));
 	CHECK(strstr(v.reason, "Gate kl_mean on big failed: 0.31, required <= 0.2") != NULL);
 	CHECK(strstr(v.reason, "eval:M") != NULL);
@@ -248,6 +250,45 @@ static void test_gates(void)
 	snprintf(gates[1].label, sizeof(gates[1].label), "spec-mismatch");
 	CHECK(ab_verdict_decide(&v, &in) == 0);
 	CHECK(has_label(&v, "spec-mismatch") && !has_label(&v, "accuracy-regression"));
+	CHECK_STR(ab_verdict_gate_label(&gates[1]), "spec-mismatch");
+	CHECK(ab_verdict_gate_label(&gates[2]) == NULL);   /* advisory gates never label */
+
+	/* A gate measured against one of several references ("big/hf") counts for model big. */
+	gates[1].label[0] = '\0';
+	snprintf(gates[1].model, sizeof(gates[1].model), "big/hf");
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_REJECT && has_label(&v, "eval-big:REJECT"));
+	snprintf(gates[1].model, sizeof(gates[1].model), "bigger/hf");   /* a prefix is not the model */
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_REJECT && has_label(&v, "eval-big:none"));
+
+	/* Only an advisory gate fails: no REJECT, no gate label at all. */
+	gates[1].pass = 1;
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_TIER && !has_label(&v, "accuracy-regression"));
+	for (size_t i = 0; i < v.n_labels; i++)
+		CHECK(ab_verdict_label_is_managed(v.labels[i]));
+}
+
+/* A model name long enough to cut: the per-model label keeps ":<outcome>" within 50 characters. */
+static void test_long_model(void)
+{
+	struct ab_verdict v;
+	speed_reset();
+	snprintf(models[1].name, sizeof(models[1].name), "a-model-name-of-sixty-three-characters-0123456789-0123456789-ab");
+	for (int i = 2; i < 4; i++)
+		snprintf(series[i].model, sizeof(series[i].model), "%s", models[1].name);
+	speed.infra = 1;
+	models[1].infra = 1;
+	snprintf(speed.infra_reason, sizeof(speed.infra_reason), "lost pairs");
+	struct ab_verdict_input in = input();
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_INFRA && v.n_labels == 3);
+	for (size_t i = 0; i < v.n_labels; i++) {
+		CHECK(strlen(v.labels[i]) <= 50);
+		CHECK(ab_verdict_label_is_managed(v.labels[i]));
+	}
+	CHECK(has_label(&v, "eval-a-model-name-of-sixty-three-chara:infra-error"));
 }
 
 static void test_harness(void)
@@ -328,6 +369,7 @@ int main(int argc, char **argv)
 		{ "tiers", test_tiers },
 		{ "reject", test_reject },
 		{ "gates", test_gates },
+		{ "long_model", test_long_model },
 		{ "harness", test_harness },
 		{ "end_to_end", test_end_to_end },
 	};

@@ -22,7 +22,7 @@ struct fixture {
 	size_t n_samples;
 	struct ab_speed_result *speed;
 	struct ab_verdict verdict;
-	struct ab_gate_result gates[2];
+	struct ab_gate_result gates[3];
 	json_t *env;
 	json_t *doc;
 };
@@ -74,12 +74,18 @@ static int fixture_init(struct fixture *f, const char *base_ref, const char *hea
 	f->gates[1].threshold = 0.2;
 	snprintf(f->gates[1].op, sizeof(f->gates[1].op), "<=");
 	f->gates[1].pass = 1;
+	snprintf(f->gates[2].name, sizeof(f->gates[2].name), "greedy_agreement");   /* advisory, failed */
+	snprintf(f->gates[2].model, sizeof(f->gates[2].model), "small");
+	f->gates[2].value = 0.75;
+	f->gates[2].threshold = 1.0;
+	snprintf(f->gates[2].op, sizeof(f->gates[2].op), ">=");
+	f->gates[2].advisory = 1;
 	struct ab_verdict_input vin;
 	memset(&vin, 0, sizeof(vin));
 	vin.base_build = vin.head_build = AB_BUILD_OK;
 	vin.speed = f->speed;
 	vin.gates = f->gates;
-	vin.n_gates = 2;
+	vin.n_gates = 3;
 	const char *touched[] = { "guards/default.json" };
 	vin.harness_touched = touched;
 	vin.n_harness_touched = 1;
@@ -102,7 +108,7 @@ static int fixture_init(struct fixture *f, const char *base_ref, const char *hea
 	in.verdict = &f->verdict;
 	in.speed = f->speed;
 	in.gates = f->gates;
-	in.n_gates = 2;
+	in.n_gates = 3;
 	in.samples = f->samples;
 	in.n_samples = f->n_samples;
 	in.build_base = (struct ab_result_build){ AB_BUILD_OK, 12.5, "built", NULL, 0, NULL };
@@ -155,6 +161,14 @@ static void test_roundtrip(void)
 	CHECK(json_is_real(json_object_get(m1, "p_adj")));
 	CHECK_STR(json_string_value(json_object_get(json_object_get(f.doc, "verdict"), "label")),
 		f.verdict.label);
+	/* A gate's label is what its failure applies; an advisory gate applies none. */
+	const json_t *gates = json_object_get(f.doc, "gates");
+	CHECK(json_array_size(gates) == 3);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(gates, 0), "label")), "accuracy-regression");
+	CHECK(json_is_null(json_object_get(json_array_get(gates, 2), "label")));
+	CHECK(f.verdict.kind != AB_VERDICT_REJECT);
+	for (size_t i = 0; i < f.verdict.n_labels; i++)
+		CHECK(strcmp(f.verdict.labels[i], "accuracy-regression") != 0);
 
 	/* dump -> load -> equal, and the same markdown from both. */
 	char *text = json_dumps(f.doc, JSON_COMPACT);
@@ -180,6 +194,7 @@ static void test_roundtrip(void)
 		CHECK(strstr(md1, "NVIDIA H200 &lt;b&gt;") != NULL);         /* environment escaped */
 		CHECK(strstr(md1, "base `0123456`") && strstr(md1, "head `fedcba9`"));
 		CHECK(strstr(md1, "| top1 | small | 0.953 | &gt;= 0.9 | \xe2\x9c\x85 pass |") != NULL);
+		CHECK(strstr(md1, "| greedy\\_agreement | small | 0.75 | &gt;= 1 | \xe2\x9a\xa0\xef\xb8\x8f warn |") != NULL);
 		CHECK(strstr(md1, "`harness-touched`") != NULL);
 		CHECK(strstr(md1, "**Note:**") != NULL);
 		CHECK(strstr(md1, "raw samples") != NULL);
@@ -209,6 +224,7 @@ static void test_roundtrip(void)
 			line = end + 1;
 		}
 		CHECK(rows == 5);                                   /* header + 4 metrics */
+		CHECK(strstr(term, "greedy_agreement small: 0.75 >= 1  warn") != NULL);
 		CHECK(strstr(term, "<b>bold</b>") != NULL || strstr(term, "e.g.") != NULL);
 	}
 	char *colored = NULL;
