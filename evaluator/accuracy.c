@@ -18,6 +18,8 @@
 #include "schedule.h"
 #include "sut.h"
 
+#define CACHED_LOGPROB_MAX 1e-3    /* log-probs a little above 0 are rounding (as sut.c accepts) */
+
 /* The reference's answer for one window: per scored position its top-k ids and log-probs. */
 struct ref_window {
 	int n_pos;
@@ -105,24 +107,55 @@ static void cache_key(char out[96], const struct model_run *R, int w)
 		n += snprintf(out + n, (size_t)(96 - n), "%02x", digest[i]);
 }
 
+struct top_entry {
+	double lp;
+	int32_t id;
+	int rank;              /* position in the reference's own list: ties keep its order */
+};
+
+static int cmp_top_desc(const void *a, const void *b)
+{
+	const struct top_entry *x = a, *y = b;
+	if (x->lp != y->lp)
+		return x->lp < y->lp ? 1 : -1;
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The reference's top lists, each sorted by log-prob (the protocol does not order them; a list
+ * already in order is left as it is) and cut to the shortest one's length k: ids[p * k] is the
+ * reference's argmax, the k ids its most likely. */
 static int ref_from_scores(struct ref_window *rw, const struct ab_sut_scores *sc)
 {
-	int k = INT32_MAX;
-	for (int p = 0; p < sc->n_positions; p++)
+	struct top_entry *order = NULL;
+	int k = INT32_MAX, n_top_max = 0;
+	for (int p = 0; p < sc->n_positions; p++) {
 		if (sc->positions[p].n_top < k)
 			k = sc->positions[p].n_top;
+		if (sc->positions[p].n_top > n_top_max)
+			n_top_max = sc->positions[p].n_top;
+	}
 	if (sc->n_positions <= 0 || k <= 0 || k == INT32_MAX)
 		return ab_error_setc(AB_EINVALID, "the reference returned no top-k entries");
 	rw->n_pos = sc->n_positions;
 	rw->k = k;
 	rw->ids = malloc((size_t)rw->n_pos * (size_t)k * sizeof(int32_t));
 	rw->lp = malloc((size_t)rw->n_pos * (size_t)k * sizeof(double));
-	if (rw->ids == NULL || rw->lp == NULL)
+	order = malloc((size_t)n_top_max * sizeof(*order));
+	if (rw->ids == NULL || rw->lp == NULL || order == NULL) {
+		free(order);
 		return ab_error_set("accuracy: out of memory");
-	for (int p = 0; p < rw->n_pos; p++) {
-		memcpy(rw->ids + (size_t)p * k, sc->positions[p].top_ids, (size_t)k * sizeof(int32_t));
-		memcpy(rw->lp + (size_t)p * k, sc->positions[p].top_logprobs, (size_t)k * sizeof(double));
 	}
+	for (int p = 0; p < rw->n_pos; p++) {
+		const struct ab_sut_position *sp = &sc->positions[p];
+		for (int i = 0; i < sp->n_top; i++)
+			order[i] = (struct top_entry){ sp->top_logprobs[i], sp->top_ids[i], i };
+		qsort(order, (size_t)sp->n_top, sizeof(*order), cmp_top_desc);
+		for (int i = 0; i < k; i++) {
+			rw->ids[(size_t)p * k + i] = order[i].id;
+			rw->lp[(size_t)p * k + i] = order[i].lp;
+		}
+	}
+	free(order);
 	return 0;
 }
 
@@ -141,8 +174,11 @@ static char *ref_to_json(const struct ref_window *rw)
 	return text;
 }
 
-/* A cached answer must have exactly the expected shape; anything else is ignored (re-scored). */
-static int ref_from_json(struct ref_window *rw, const char *text, size_t len, int n_pos_expected)
+/* A cached answer must have exactly the expected shape and what a live answer could hold: ids in
+ * [0, vocab_size), finite log-probs <= 0 (the small rounding slack sut.c allows). Anything else is
+ * ignored, so the windows are scored again and the entry replaced. */
+static int ref_from_json(struct ref_window *rw, const char *text, size_t len, int n_pos_expected,
+	uint32_t vocab_size)
 {
 	json_error_t jerr;
 	json_t *o = json_loadb(text, len, 0, &jerr);
@@ -160,8 +196,13 @@ static int ref_from_json(struct ref_window *rw, const char *text, size_t len, in
 	if (rw->ids == NULL || rw->lp == NULL)
 		goto cleanup;
 	for (size_t i = 0; i < (size_t)n_pos * k; i++) {
-		rw->ids[i] = (int32_t)json_integer_value(json_array_get(ids, i));
-		rw->lp[i] = json_number_value(json_array_get(lp, i));
+		json_t *id = json_array_get(ids, i), *l = json_array_get(lp, i);
+		json_int_t v = json_is_integer(id) ? json_integer_value(id) : -1;
+		double x = json_is_number(l) ? json_number_value(l) : NAN;
+		if (v < 0 || v >= (json_int_t)vocab_size || !isfinite(x) || x > CACHED_LOGPROB_MAX)
+			goto cleanup;
+		rw->ids[i] = (int32_t)v;
+		rw->lp[i] = x;
 	}
 	error = 0;
 cleanup:
@@ -225,7 +266,7 @@ static int reference_run(struct model_run *R)
 		size_t len = 0;
 		cache_key(key, R, w);
 		if (R->cfg->store && ab_store_cache_get(&value, &len, R->cfg->store, key) == 0 &&
-		    ref_from_json(&R->ref[w], value, len, n_pos) == 0)
+		    ref_from_json(&R->ref[w], value, len, n_pos, R->am->vocab_size) == 0)
 			R->cached++;
 		free(value);
 		if (R->ref[w].ids)
@@ -256,8 +297,12 @@ fault:
 	ab_error_set("reference SUT: %s: %s", ab_sut_fault_kind_name(fault.kind), fault.reason);
 cleanup:
 	if (sut) {
-		ab_sut_quit(NULL, sut);
+		char reason[512];
+		snprintf(reason, sizeof(reason), "%s", ab_error_last());
+		ab_sut_quit(NULL, sut);   /* after a fault it fails too: its message must not replace ours */
 		ab_sut_free(sut);
+		if (error < 0)
+			ab_error_set("%s", reason);
 	}
 	return error;
 }
@@ -402,13 +447,17 @@ int ab_accuracy_run(struct ab_accuracy_result *out, const struct ab_accuracy_con
 {
 	const struct ab_suite_accuracy *acc = &cfg->suite->accuracy;
 	struct ab_acc_policy policy;
-	json_t *models = json_array();
+	struct ab_schedule_windows *windows = NULL;   /* of windows_model, reused by its references */
+	const struct ab_suite_model *windows_model = NULL;
+	uint32_t windows_vocab = 0;
+	json_t *models = NULL;
 	int64_t t0 = ab_proc_now_ns();
 	int error = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (cfg->n_models > AB_ACCURACY_MAX_MODELS)
 		return ab_error_setc(AB_EINVALID, "accuracy: at most %d models", AB_ACCURACY_MAX_MODELS);
+	models = json_array();
 	ab_acc_policy_init(&policy);
 	policy.top1_min = acc->top1_min;
 	policy.kl_max = acc->kl_max;
@@ -424,22 +473,33 @@ int ab_accuracy_run(struct ab_accuracy_result *out, const struct ab_accuracy_con
 		json_t *mj = NULL;
 		size_t n = 0;
 		uint32_t vocab = R.am->vocab_size;
+		if (cfg->should_cancel && cfg->should_cancel(cfg->cancel_payload)) {
+			error = ab_error_setc(AB_ECANCELED, "accuracy: canceled");
+			break;
+		}
 		if (vocab == 0) {
 			const char *reason = "the vocabulary size is unknown: no SUT of this model became ready";
 			static const char *const names[] = { "top1", "kl_mean", "top1_drop", "kl_rise" };
 			for (int g = 0; g < 4; g++)
 				ab_acc_gate_error(&out->gates[out->n_gates++], names[g], R.am->label, reason);
-			json_array_append_new(models, json_pack("{s:s, s:s, s:s}", "model", R.am->model->name,
-				"reference_name", R.am->ref->name, "error", reason));
+			json_array_append_new(models, json_pack("{s:s, s:s, s:s, s:s}", "model", R.am->model->name,
+				"reference_name", R.am->ref->name, "label", R.am->label, "error", reason));
 			continue;
 		}
 		/* Windows depend on the model, not on the reference: every reference of a model scores the
-		 * same held-out prompts. */
-		if (ab_schedule_windows_make(&R.windows, cfg->seed, R.am->model->name, acc->windows, acc->window_len,
-		                             cfg->corpus_path, vocab) < 0) {
-			error = -1;
-			break;
+		 * same held-out prompts, so the windows (and the corpus read behind them) are made once. */
+		if (windows == NULL || windows_model != R.am->model || windows_vocab != vocab) {
+			ab_schedule_windows_free(windows);
+			windows = NULL;
+			if (ab_schedule_windows_make(&windows, cfg->seed, R.am->model->name, acc->windows,
+			                             acc->window_len, cfg->corpus_path, vocab) < 0) {
+				error = -1;
+				break;
+			}
+			windows_model = R.am->model;
+			windows_vocab = vocab;
 		}
+		R.windows = windows;
 		error = model_run(&mj, &out->gates[out->n_gates], &n, &R, &policy);
 		out->n_gates += n;
 		if (mj) {
@@ -447,13 +507,13 @@ int ab_accuracy_run(struct ab_accuracy_result *out, const struct ab_accuracy_con
 			json_array_append_new(models, mj);
 		}
 		ref_windows_free(R.ref, R.windows->count);
-		ab_schedule_windows_free(R.windows);
 		json_decref(R.ref_ready);
 		for (int s = 0; s < 2; s++) {
 			free(R.agree[s]);
 			free(R.kl[s]);
 		}
 	}
+	ab_schedule_windows_free(windows);
 	out->seconds = (ab_proc_now_ns() - t0) / 1e9;
 	out->json = json_pack("{s:o, s:{s:f, s:f, s:f, s:f}, s:f}", "models", models,
 		"thresholds", "top1_min", acc->top1_min, "kl_max", acc->kl_max, "top1_drop_max", acc->top1_drop_max,

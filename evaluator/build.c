@@ -8,6 +8,7 @@
 #include "build.h"
 
 #include "error.h"
+#include "fs.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -167,27 +168,6 @@ void ab_build_result_clear(struct ab_build_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int write_text(const char *path, const char *text, int truncate)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0644);
-	if (fd < 0)
-		return ab_error_errno("cannot write %s", path);
-	size_t len = strlen(text), off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			close(fd);
-			return ab_error_errno("cannot write %s", path);
-		}
-		off += (size_t)n;
-	}
-	if (close(fd) != 0)
-		return ab_error_errno("cannot write %s", path);
-	return 0;
-}
-
 /* The marker goes in last and atomically: its presence means every step succeeded. */
 static int write_marker(const char *build_dir, const char *key, double duration_s)
 {
@@ -196,7 +176,7 @@ static int write_marker(const char *build_dir, const char *key, double duration_
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	snprintf(text, sizeof(text), "{\"key\":\"%s\",\"duration_s\":%.3f,\"finished_unix\":%lld}\n", key,
 		duration_s, (long long)time(NULL));
-	if (write_text(tmp, text, 1) < 0)
+	if (ab_fs_write(tmp, text) < 0)
 		return AB_ERROR;
 	if (rename(tmp, path) != 0)
 		return ab_error_errno("cannot write %s", path);
@@ -279,7 +259,7 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 		return error;
 	error = -1;
 	snprintf(builds, sizeof(builds), "%s/builds", rq->state_dir);
-	if (ab_proc_mkdirs(builds) < 0 || !realpath(rq->state_dir, state_abs)) {
+	if (ab_fs_mkdirs(builds) < 0 || !realpath(rq->state_dir, state_abs)) {
 		ab_error_wrap(AB_ERROR, "build: state dir %s", rq->state_dir);
 		goto cleanup;
 	}
@@ -310,10 +290,10 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 		goto done;
 	}
 	/* No marker: a fresh key, or a failed / interrupted attempt whose leftovers must not leak in. */
-	if (ab_proc_rmtree(res.build_dir) < 0 || ab_proc_mkdirs(res.build_dir) < 0)
+	if (ab_fs_rmtree(res.build_dir) < 0 || ab_fs_mkdirs(res.build_dir) < 0)
 		goto cleanup;
 	snprintf(text, sizeof(text), "[abgate] build %s: tree %s, key %s\n", side, rq->tree_id, res.key);
-	if (write_text(res.log_path, text, 1) < 0)
+	if (ab_fs_write(res.log_path, text) < 0)
 		goto cleanup;
 
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -342,7 +322,7 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 	} else {
 		AB_WARN("build: %s failed: %s", side, res.reason);
 	}
-	if (ab_proc_file_tail(&res.log_tail, res.log_path, LOG_TAIL_BYTES) < 0 && !(res.log_tail = strdup("")))
+	if (ab_fs_tail(&res.log_tail, res.log_path, LOG_TAIL_BYTES, 0) < 0 && !(res.log_tail = strdup("")))
 		goto oom;
 done:
 	*out = res;

@@ -132,7 +132,6 @@ int ab_cmd_eval(int argc, char **argv)
 	if (json_path) {
 		char *text = json_dumps(result, JSON_INDENT(2));
 		out_failed |= text == NULL || write_file(json_path, text) < 0;
-		out_failed |= text && strcmp(json_path, "-") != 0 ? 0 : 0;
 		free(text);
 	}
 	if (md_path) {

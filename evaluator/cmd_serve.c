@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "cmd_serve.h"
+#include "fs.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -136,17 +137,6 @@ static void eval_usage(FILE *f)
 		   "--dry-run (default) prints the comment it would post, or writes it to --out FILE.\n");
 }
 
-static int write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	if (!f || fputs(text, f) < 0) {
-		if (f)
-			fclose(f);
-		return ab_error_errno("cannot write %s", path);
-	}
-	return fclose(f) == 0 ? 0 : ab_error_errno("cannot write %s", path);
-}
-
 static const char *outcome_of(int status)
 {
 	return status == AB_EVAL_PASS ? "pass" : status == AB_EVAL_REJECT ? "reject"
@@ -177,7 +167,7 @@ int ab_cmd_eval_pr_with(int argc, char **argv, ab_service_eval_fn eval)
 	ab_queue *queue = NULL;
 	json_t *result = NULL;
 	char *comment = NULL, *kind = NULL;
-	char head_ref[64], ext[512], trigger[64], path[4096];
+	char head_ref[64], ext[512], trigger[64], path[4096], note[512];
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -284,8 +274,11 @@ int ab_cmd_eval_pr_with(int argc, char **argv, ab_service_eval_fn eval)
 	if (!to_github)
 		snprintf(ext, sizeof(ext), "abgate:%s#%d@%s/cli", t.repo, pr, t.head_sha);
 	struct ab_report rep = { outcome_of(status), result, NULL, !measured || !to_github || !strcmp(measured, ghpr.head_sha) };
-	if (status == AB_EVAL_INFRA && !result)
-		rep.note = ab_error_last();
+	if (status == AB_EVAL_INFRA && !result) {
+		/* A copy: posting sets errors of its own, which would rewrite ab_error_last() under the note. */
+		snprintf(note, sizeof(note), "%s", ab_error_last());
+		rep.note = note;
+	}
 	if (reporter) {
 		unsigned done = 0;
 		if (ab_reporter_publish(reporter, &t, &rep, &check_id, &kind, &done, NULL, NULL) < 0) {
@@ -299,7 +292,7 @@ int ab_cmd_eval_pr_with(int argc, char **argv, ab_service_eval_fn eval)
 	if (!post) {
 		if (ab_report_comment_body(&comment, &t, &rep) < 0)
 			goto fail;
-		if (out_file ? write_text(out_file, comment) < 0 : fputs(comment, stdout) < 0)
+		if (out_file ? ab_fs_write(out_file, comment) < 0 : fputs(comment, stdout) < 0)
 			goto fail;
 	}
 	goto cleanup;

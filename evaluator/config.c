@@ -4,7 +4,7 @@
  * types are errors with the key's path), the start-up dump prints every row with secrets masked,
  * and the markdown of the same table documents the sample config.
  */
-#define _GNU_SOURCE  /* strcasestr, strptime, timegm */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <ctype.h>
@@ -68,7 +68,7 @@ static const struct key_def key_table[] = {
 	   "with no auth configured, 'posts' are written here (default <state_dir>/github-out)"),
 	GH("timeout_s", T_INT, timeout_s, "30", 1, 600, "per-request timeout (connect + transfer)"),
 	GH("max_retries", T_INT, max_retries, "5", 0, 20, "retries of one request on 5xx, network errors and rate limits"),
-	GH("backoff_base_ms", T_INT, backoff_base_ms, "1000", 1, 600000, "first retry delay; doubles per retry, full jitter"),
+	GH("backoff_base_ms", T_INT, backoff_base_ms, "1000", 1, 600000, "first retry delay; doubles per retry, half of it random (equal jitter)"),
 	GH("backoff_max_ms", T_INT, backoff_max_ms, "32000", 1, 3600000, "cap on one retry delay"),
 	GH("max_wait_s", T_INT, max_wait_s, "120", 0, 3600,
 	   "longest Retry-After / x-ratelimit-reset wait taken in line; a longer one defers the post"),
@@ -85,7 +85,7 @@ static const struct key_def key_table[] = {
 	TOP("max_attempts", T_INT, max_attempts, "3", 1, 100, "attempts per job when workers die; then closed as infra error"),
 	TOP("lease_s", T_INT, lease_s, "60", 3, 3600, "a worker's lease on its job, renewed every lease_s/3"),
 	TOP("report_retry_max_s", T_INT, report_retry_max_s, "900", 1, 86400,
-	    "cap on the backoff between retries of a post that could not be made (GitHub's Retry-After is honoured as given)"),
+	    "cap on the backoff between retries of a post that could not be made (GitHub's Retry-After is honoured, up to an hour)"),
 	TOP("delivery_ttl_days", T_INT, delivery_ttl_days, "14", 1, 3650, "how long X-GitHub-Delivery ids are kept for dedupe"),
 	TOP("jobs", T_INT, jobs, "0", 0, 1024, "build parallelism {jobs} (0: online cores)"),
 	TOP("log_level", T_STR, log_level, "info", 0, 0, "error, warn, info or debug"),
@@ -427,16 +427,28 @@ int ab_config_has_auth(const struct ab_config *cfg)
 	return cfg->github.token != NULL || cfg->github.app_id != 0;
 }
 
-/* A growing text buffer for describe/markdown. */
-
+/* Hands the text of describe/markdown over to *out (caller frees). */
 static int text_finish(char **out, struct ab_text *t)
 {
-	if (t->failed || !t->buf) {
-		free(t->buf);
+	char *text = ab_text_take(t);
+	if (!text)
 		return ab_error_set("out of memory");
-	}
-	*out = t->buf;
+	*out = text;
 	return 0;
+}
+
+/* Appends a string value quoted, with the password of a URL's user info ("https://user:pw@host") masked. */
+static void describe_string(struct ab_text *t, const char *v)
+{
+	const char *scheme = strstr(v, "://");
+	const char *authority = scheme ? scheme + 3 : NULL;
+	const char *at = authority ? strpbrk(authority, "@/?#") : NULL;
+	const char *colon = at && *at == '@' ? memchr(authority, ':', (size_t)(at - authority)) : NULL;
+
+	if (colon)
+		ab_text_printf(t, "\"%.*s:********%s\"\n", (int)(colon - v), v, at);
+	else
+		ab_text_printf(t, "\"%s\"\n", v);
 }
 
 static void describe_value(struct ab_text *t, void *base, const struct key_def *d, const char *prefix,
@@ -454,7 +466,10 @@ static void describe_value(struct ab_text *t, void *base, const struct key_def *
 	}
 	case T_STR: {
 		const char *v = *(char **)field(base, d);
-		ab_text_printf(t, v ? "\"%s\"\n" : "(not set)\n", v);
+		if (v)
+			describe_string(t, v);
+		else
+			ab_text_printf(t, "(not set)\n");
 		return;
 	}
 	case T_INT: ab_text_printf(t, "%d\n", *(int *)field(base, d)); return;

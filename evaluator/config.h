@@ -33,7 +33,7 @@ struct ab_github_config {
 	char *output_dir;        /* where "posts" go when no auth is configured */
 	int timeout_s;           /* per request, connect + transfer */
 	int max_retries;         /* retries after the first try on 5xx / network errors / rate limits */
-	int backoff_base_ms;     /* first retry delay; doubles each time, full jitter */
+	int backoff_base_ms;     /* first retry delay; doubles each time, half of it random */
 	int backoff_max_ms;      /* cap on one backoff delay */
 	int max_wait_s;          /* longest Retry-After / rate-limit wait taken in line; longer: defer */
 };
@@ -78,7 +78,7 @@ const struct ab_repo_config *ab_config_repo(const struct ab_config *cfg, const c
 /* Whether any GitHub auth is configured (token or App). */
 int ab_config_has_auth(const struct ab_config *cfg);
 
-/* The effective configuration as "key = value  (source)" lines, secrets masked. Caller frees. */
+/* The effective configuration as "key = value  (source)" lines, secrets and URL passwords masked. Caller frees. */
 int ab_config_describe(char **out, const struct ab_config *cfg);
 
 /* The key table as a markdown table (key | type | default | meaning). Caller frees. */

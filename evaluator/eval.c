@@ -15,10 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acc.h"
 #include "accuracy.h"
 #include "build.h"
 #include "env.h"
 #include "error.h"
+#include "fs.h"
 #include "log.h"
 #include "measure.h"
 #include "models.h"
@@ -52,10 +54,10 @@ struct eval {
 	struct ab_samples samples;
 	struct ab_speed_result *speed;
 	struct ab_speed_policy policy;
-	const char *model_names[16];     /* suite order, primary first (policy.models points here) */
+	const char *model_names[AB_SUITE_MODELS_MAX]; /* suite order, primary first (policy.models) */
 	struct ab_measure_report measure;
 	struct ab_accuracy_result accuracy;
-	struct ab_gate_result greedy[16];  /* advisory greedy-agreement gate per model */
+	struct ab_gate_result greedy[AB_SUITE_MODELS_MAX];  /* advisory greedy-agreement gate per model */
 	size_t n_greedy;
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
 	struct ab_result_timing timing;
@@ -90,7 +92,7 @@ static int state_dir_init(struct eval *E)
 {
 	const char *dir = E->o->state_dir ? E->o->state_dir : ".abgate";
 	char resolved[PATH_MAX];
-	if (ab_proc_mkdirs(dir) < 0)
+	if (ab_fs_mkdirs(dir) < 0)
 		return ab_error_wrap(AB_ERROR, "state dir %s", dir);
 	if (realpath(dir, resolved) == NULL)
 		return ab_error_errno("state dir %s", dir);
@@ -159,10 +161,10 @@ static void policy_from_suite(struct eval *E)
 	p->confirm_pairs = s->speed.confirm_pairs;
 	for (int t = 0; t < AB_TIER_COUNT && t < AB_SUITE_TIER_COUNT; t++)
 		p->tiers[t] = s->tiers[t].min_gain;
-	for (int m = 0; m < s->model_count && m < 16; m++)
+	for (int m = 0; m < s->model_count; m++)
 		E->model_names[m] = s->models[m].name;
 	p->models = E->model_names;
-	p->n_models = (size_t)(s->model_count < 16 ? s->model_count : 16);
+	p->n_models = (size_t)s->model_count;
 }
 
 static int checkout_and_build(struct eval *E)
@@ -246,13 +248,11 @@ static int measure(struct eval *E)
 {
 	int n_models = E->suite->model_count, error = -1;
 	struct ab_measure_sut *suts[2] = { NULL, NULL };
-	char **argvs[2][16] = { { 0 } }, **envs[2][16] = { { 0 } };
+	char **argvs[2][AB_SUITE_MODELS_MAX] = { { 0 } }, **envs[2][AB_SUITE_MODELS_MAX] = { { 0 } };
 	char log_dir[4096];
 
-	if (n_models > 16)
-		return ab_error_setc(AB_EINVALID, "suite: at most 16 models");
 	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
-	if (ab_proc_mkdirs(log_dir) < 0)
+	if (ab_fs_mkdirs(log_dir) < 0)
 		return -1;
 	for (int s = 0; s < 2; s++) {
 		if ((suts[s] = calloc((size_t)n_models, sizeof(*suts[s]))) == NULL)
@@ -287,54 +287,15 @@ cleanup:
 	return error;
 }
 
-/* Greedy agreement: for every decode request both sides answered in the same pair, the first
- * position where head's tokens differ from base's. Reported as an advisory gate per model. */
+/* Greedy agreement, counted while measuring: one advisory gate per model that had decode requests
+ * answered by both sides. */
 static void greedy_agreement(struct eval *E)
 {
-	const struct ab_measure_report *r = &E->measure;
-	for (int m = 0; m < E->suite->model_count && m < 16; m++) {
-		int compared = 0, identical = 0, first_diff = -1, diff_ctx = 0, diff_pair = 0;
-		for (size_t i = 0; i < r->n_gens; i++) {
-			const struct ab_measure_tokens *b = &r->gens[i];
-			if (b->model != m || b->side != AB_SIDE_BASE)
-				continue;
-			const struct ab_measure_tokens *h = NULL;
-			for (size_t j = 0; j < r->n_gens; j++) {   /* the latest head answer of this request */
-				const struct ab_measure_tokens *c = &r->gens[j];
-				if (c->model == m && c->side == AB_SIDE_HEAD && c->pair == b->pair && c->ctx == b->ctx)
-					h = c;
-			}
-			if (h == NULL)
-				continue;
-			int n = b->n < h->n ? b->n : h->n, k = 0;
-			while (k < n && b->tokens[k] == h->tokens[k])
-				k++;
-			compared++;
-			if (k == n && b->n == h->n) {
-				identical++;
-			} else if (first_diff < 0 || k < first_diff) {
-				first_diff = k;
-				diff_ctx = b->ctx;
-				diff_pair = b->pair;
-			}
-		}
-		if (compared == 0)
-			continue;
-		struct ab_gate_result *g = &E->greedy[E->n_greedy++];
-		memset(g, 0, sizeof(*g));
-		snprintf(g->name, sizeof(g->name), "greedy_agreement");
-		snprintf(g->model, sizeof(g->model), "%s", E->suite->models[m].name);
-		snprintf(g->op, sizeof(g->op), ">=");
-		g->value = (double)identical / compared;
-		g->threshold = 1.0;
-		g->pass = identical == compared;
-		g->advisory = 1;
-		if (first_diff < 0)
-			snprintf(g->detail, sizeof(g->detail), "head's greedy tokens equal base's in all %d decode requests",
-				compared);
-		else
-			snprintf(g->detail, sizeof(g->detail), "%d of %d decode requests identical; earliest divergence "
-				"at generated token %d (ctx %d, pair %d)", identical, compared, first_diff, diff_ctx, diff_pair);
+	for (int m = 0; m < E->suite->model_count; m++) {
+		const struct ab_measure_agreement *a = &E->measure.agreement[m];
+		if (a->compared > 0)
+			ab_acc_greedy_gate(&E->greedy[E->n_greedy++], E->suite->models[m].name, a->compared,
+				a->identical, a->first_diff, a->diff_ctx, a->diff_pair);
 	}
 }
 
@@ -352,7 +313,12 @@ static int accuracy(struct eval *E)
 	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
 	for (int m = 0; m < suite->model_count; m++) {
 		const struct ab_suite_model *sm = &suite->models[m];
-		for (int r = 0; r < sm->ref_count && n < AB_ACCURACY_MAX_MODELS; r++) {
+		for (int r = 0; r < sm->ref_count; r++) {
+			if (n == AB_ACCURACY_MAX_MODELS) {
+				ab_error_setc(AB_EINVALID, "suite: at most %d (model, reference) pairs",
+					AB_ACCURACY_MAX_MODELS);
+				goto cleanup;
+			}
 			struct ab_accuracy_model *am = &models[n];
 			am->model = sm;
 			am->ref = &sm->refs[r];
@@ -362,7 +328,7 @@ static int accuracy(struct eval *E)
 				snprintf(labels[n], sizeof(labels[n]), "%s", sm->name);
 			am->label = labels[n];
 			am->model_path = E->model_paths[m];
-			am->vocab_size = m < 16 ? E->measure.vocab[m] : 0;
+			am->vocab_size = E->measure.vocab[m];
 			for (int s = 0; s < 2; s++)
 				if (sut_command(&am->side[s], &store[n][2 * s], &store[n][2 * s + 1], E, &suite->sut, s,
 				                E->model_paths[m]) < 0)
@@ -432,19 +398,31 @@ static json_t *environment(struct eval *E)
 /* Verdict, result document, store. Returns the evaluation status. */
 static int conclude(json_t **out_result, struct eval *E)
 {
-	const char *changed[4096], *touched[64];
-	size_t n_changed = E->n_changes < 4096 ? E->n_changes : 4096, n_touched = 0;
+	const char **changed = NULL, **watched = NULL, *touched[64];
+	size_t n_changed = E->n_changes, n_watched = 0, n_touched = 0;
 	struct ab_verdict verdict;
-	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + 16];
+	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + AB_SUITE_MODELS_MAX];
 	size_t n_gates = 0;
 	json_t *env = NULL, *doc = NULL;
 	char created[32], detail[2][320];
 	int status;
 
-	for (size_t i = 0; i < n_changed; i++)
-		changed[i] = E->changes[i].path;
+	/* Every changed path counts for the harness, the old path of a rename too (moving a harness file
+	 * away changes the harness as much as editing it). */
+	changed = malloc((n_changed ? n_changed : 1) * sizeof(*changed));
+	watched = malloc((n_changed ? 2 * n_changed : 1) * sizeof(*watched));
+	if (changed == NULL || watched == NULL) {
+		n_changed = 0;
+		if (!E->infra[0])
+			snprintf(E->infra, sizeof(E->infra), "out of memory for the changed files");
+	}
+	for (size_t i = 0; i < n_changed; i++) {
+		changed[i] = watched[n_watched++] = E->changes[i].path;
+		if (strcmp(E->changes[i].old_path, E->changes[i].path) != 0)
+			watched[n_watched++] = E->changes[i].old_path;
+	}
 	if (E->suite)
-		n_touched = ab_verdict_harness_match(touched, 64, changed, n_changed,
+		n_touched = ab_verdict_harness_match(touched, 64, watched, n_watched,
 			(const char *const *)E->suite->harness_paths, (size_t)E->suite->harness_path_count);
 	if (n_touched > 64)
 		n_touched = 64;
@@ -504,12 +482,14 @@ static int conclude(json_t **out_result, struct eval *E)
 		rb->reused = E->build[s].reused;
 		rb->key = E->build[s].key[0] ? E->build[s].key : NULL;
 	}
-	if (ab_result_build(&doc, &rin) < 0) {
-		json_decref(env);
+	int built = ab_result_build(&doc, &rin);
+	json_decref(env);
+	free(changed);
+	free(watched);
+	if (built < 0) {
 		snprintf(E->infra, sizeof(E->infra), "result: %s", ab_error_last());
 		return AB_EVAL_INFRA;
 	}
-	json_decref(env);
 	json_object_set_new(doc, "id", json_integer(E->id));
 	if (E->accuracy.json)
 		json_object_set(doc, "accuracy", E->accuracy.json);

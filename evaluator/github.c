@@ -4,7 +4,7 @@
  * (JWT from github_auth.c → POST /app/installations/{id}/access_tokens) under a refresh lock, so
  * many workers share one installation token.
  */
-#define _GNU_SOURCE  /* strcasestr, strptime, timegm */
+#define _GNU_SOURCE  /* strcasestr */
 #include "github.h"
 
 #include <ctype.h>
@@ -21,6 +21,8 @@
 
 #define REPLY_MAX (32u << 20)      /* a page of 100 PRs is ~2 MB; anything near this is wrong */
 #define HEADER_VALUE_MAX 2048
+#define AUTHZ_MAX 8192             /* an Authorization value: "Bearer " + a token or an App JWT */
+#define WAIT_MAX_S 3600            /* a longer rate-limit wait is taken as an hour: then we ask again */
 
 struct ab_gh {
 	char *api_url;
@@ -43,10 +45,11 @@ struct exchange {
 	char *body;
 	size_t len;
 	int overflow;
-	long retry_after;          /* -1: absent */
+	long retry_after;          /* seconds, at most WAIT_MAX_S; -1: absent or unreadable */
 	long ratelimit_remaining;  /* -1: absent */
 	long long ratelimit_reset; /* 0: absent */
 	char link[HEADER_VALUE_MAX];
+	int link_overflow;         /* the Link header did not fit: the next page is unknown */
 };
 
 static _Thread_local long last_wait_s;
@@ -188,6 +191,25 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
 	return n;
 }
 
+/* Retry-After (delta-seconds or an HTTP-date) as seconds from now, capped at WAIT_MAX_S; -1 when unreadable. */
+static long retry_after_s(const char *value)
+{
+	long long seconds;
+
+	if (isdigit((unsigned char)value[0])) {
+		char *end;
+		seconds = strtoll(value, &end, 10);  /* an overflow reads as LLONG_MAX: capped below */
+		if (*end)
+			return -1;
+	} else {
+		time_t when = curl_getdate(value, NULL), now = time(NULL);
+		if (when == -1)
+			return -1;
+		seconds = when > now ? (long long)(when - now) : 0;
+	}
+	return seconds > WAIT_MAX_S ? WAIT_MAX_S : (long)seconds;
+}
+
 static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
 {
 	struct exchange *x = user;
@@ -195,8 +217,11 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
 	char line[HEADER_VALUE_MAX + 64];
 	char *colon, *value;
 
-	if (n >= sizeof(line))
-		return n;  /* not one of ours; ignore */
+	if (n >= sizeof(line)) {
+		if (n >= 5 && !strncasecmp(data, "link:", 5))
+			x->link_overflow = 1;
+		return n;  /* not one we read; ignore */
+	}
 	memcpy(line, data, n);
 	line[n] = '\0';
 	if (!(colon = strchr(line, ':')))
@@ -205,15 +230,18 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
 	value = colon + 1;
 	while (*value == ' ' || *value == '\t')
 		value++;
-	value[strcspn(value, "\r\n")] = '\0';
+	size_t len = strcspn(value, "\r\n");
+	while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t'))
+		len--;
+	value[len] = '\0';
 	if (!strcasecmp(line, "retry-after"))
-		x->retry_after = strtol(value, NULL, 10);
+		x->retry_after = retry_after_s(value);
 	else if (!strcasecmp(line, "x-ratelimit-remaining"))
 		x->ratelimit_remaining = strtol(value, NULL, 10);
 	else if (!strcasecmp(line, "x-ratelimit-reset"))
 		x->ratelimit_reset = strtoll(value, NULL, 10);
-	else if (!strcasecmp(line, "link"))
-		snprintf(x->link, sizeof(x->link), "%s", value);
+	else if (!strcasecmp(line, "link") && (size_t)snprintf(x->link, sizeof(x->link), "%s", value) >= sizeof(x->link))
+		x->link_overflow = 1;
 	return n;
 }
 
@@ -223,7 +251,7 @@ static CURLcode perform(ab_gh *gh, struct exchange *x, const char *method, const
 {
 	CURL *h = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
-	char buf[HEADER_VALUE_MAX + 32];
+	char buf[AUTHZ_MAX + 32];
 	CURLcode rc;
 
 	memset(x, 0, sizeof(*x));
@@ -323,7 +351,7 @@ static const char *log_path(ab_gh *gh, const char *path)
 static int request(ab_gh *gh, json_t **out_body, long *out_status, const char *method, const char *path,
 		   json_t *body, unsigned flags, const char *explicit_authz, char *link_out)
 {
-	char url[4096], authz[4096], msg[320];
+	char url[4096], authz[AUTHZ_MAX], msg[320];
 	char *json_body = NULL;
 	struct exchange x = { 0 };
 	int refreshed = 0, attempt = 0, error = -1;
@@ -385,6 +413,12 @@ static int request(ab_gh *gh, json_t **out_body, long *out_status, const char *m
 					}
 				}
 			}
+			if (link_out && x.link_overflow) {
+				/* Taking it for the last page would silently drop the rest (comments, labels). */
+				error = ab_error_set("github: %s %s: Link header longer than %d bytes", method, lp,
+						     HEADER_VALUE_MAX - 1);
+				goto cleanup;
+			}
 			if (link_out)
 				memcpy(link_out, x.link, sizeof(x.link));
 			error = 0;
@@ -404,8 +438,11 @@ static int request(ab_gh *gh, json_t **out_body, long *out_status, const char *m
 			time_t now = time(NULL);
 			if (x.retry_after >= 0)
 				wait_s = x.retry_after, rate_limited = 1;
-			else if (x.ratelimit_remaining == 0 && x.ratelimit_reset > 0)
-				wait_s = (long)(x.ratelimit_reset > now ? x.ratelimit_reset - now : 0) + 1, rate_limited = 1;
+			else if (x.ratelimit_remaining == 0 && x.ratelimit_reset > 0) {
+				long long until = x.ratelimit_reset - (long long)now;
+				wait_s = (long)(until < 0 ? 0 : until > WAIT_MAX_S ? WAIT_MAX_S : until) + 1;
+				rate_limited = 1;
+			}
 			else if (x.status == 429 || strcasestr(msg, "rate limit"))
 				wait_s = 60, rate_limited = 1;  /* secondary limit without a hint: GitHub asks for >= 60 s */
 		}
@@ -459,7 +496,7 @@ int ab_gh_request(ab_gh *gh, json_t **out_body, long *out_status, const char *me
 
 static int refresh_installation_token(ab_gh *gh)
 {
-	char path[96], authz[8192];
+	char path[96], authz[AUTHZ_MAX];
 	char *jwt = NULL;
 	json_t *reply = NULL;
 	time_t expires_at;

@@ -1,9 +1,10 @@
 /*
  * github.h - a small GitHub REST client on libcurl + jansson: one function sends a request with
  * GitHub's headers and the retry policy (exponential backoff with jitter on 5xx and network errors,
- * Retry-After / x-ratelimit-reset on 403/429, one token refresh on 401 with App auth), one follows
- * `Link: rel="next"` pagination. Every failure is logged with method, path and status. The client
- * is thread-safe: each request uses its own easy handle; connections are shared.
+ * Retry-After (seconds or a date) / x-ratelimit-reset on 403/429 with waits capped at an hour, one
+ * token refresh on 401 with App auth), one follows `Link: rel="next"` pagination. Every failure is
+ * logged with method, path and status. The client is thread-safe: each request uses its own easy
+ * handle; connections are shared.
  */
 #ifndef AB_GITHUB_H
 #define AB_GITHUB_H

@@ -4,7 +4,7 @@
  * cached here until AB_GH_TOKEN_REFRESH_MARGIN_S before it expires. A mutex guards the cache; a
  * second one serialises refreshes so concurrent workers do not all exchange at once.
  */
-#define _GNU_SOURCE  /* strcasestr, strptime, timegm */
+#define _GNU_SOURCE  /* strptime, timegm */
 #include "github_auth.h"
 
 #include <inttypes.h>

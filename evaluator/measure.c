@@ -19,6 +19,7 @@
 
 #define WARMUP_TOKENS 4
 #define CONSECUTIVE_FAILS_STOP 3    /* a side failing this many processes in a row stops the loop */
+#define SLOTS_MAX AB_SUITE_CONTEXTS_MAX   /* distinct contexts one process measures */
 
 int ab_samples_push(struct ab_samples *samples, const struct ab_sample *sample)
 {
@@ -46,9 +47,6 @@ void ab_measure_report_clear(struct ab_measure_report *report)
 {
 	if (report == NULL)
 		return;
-	for (size_t i = 0; i < report->n_gens; i++)
-		free(report->gens[i].tokens);
-	free(report->gens);
 	json_decref(report->ready[0]);
 	json_decref(report->ready[1]);
 	memset(report, 0, sizeof(*report));
@@ -59,6 +57,12 @@ struct slot {
 	int ctx;
 	int decode;      /* decode_tps wanted at this context */
 	int prefill;     /* prefill_tps wanted at this context */
+};
+
+/* The greedy tokens of one decode request, kept until the other side of the pair has answered. */
+struct answer {
+	int32_t *tokens;
+	int n;
 };
 
 struct loop {
@@ -72,6 +76,7 @@ struct loop {
 	int consecutive_fails[2];
 	char last_fault[2][192];      /* the latest fault of each side, for the stop reason */
 	int retry_budget;
+	struct answer answers[2][SLOTS_MAX]; /* [side][slot]: the current model's latest process */
 };
 
 static const char *side_name(int side)
@@ -93,8 +98,11 @@ static int slots_make(struct loop *L)
 	int *all = calloc((size_t)(n_all ? n_all : 1), sizeof(int));
 	if (all == NULL)
 		return ab_error_set("measure: out of memory");
-	memcpy(all, sp->decode_contexts, (size_t)sp->decode_count * sizeof(int));
-	memcpy(all + sp->decode_count, sp->prefill_contexts, (size_t)sp->prefill_count * sizeof(int));
+	/* A suite without decode (or prefill) contexts has a NULL list: memcpy must not see it. */
+	if (sp->decode_count > 0)
+		memcpy(all, sp->decode_contexts, (size_t)sp->decode_count * sizeof(int));
+	if (sp->prefill_count > 0)
+		memcpy(all + sp->decode_count, sp->prefill_contexts, (size_t)sp->prefill_count * sizeof(int));
 	qsort(all, (size_t)n_all, sizeof(int), cmp_int);
 
 	L->slots = calloc((size_t)(n_all ? n_all : 1), sizeof(*L->slots));
@@ -154,23 +162,37 @@ static void samples_fail_from(struct ab_sample *v, size_t n, size_t from, const 
 	}
 }
 
-/* Keeps a decode request's tokens; out of memory only loses the greedy-agreement report. */
-static void tokens_keep(struct ab_measure_report *r, int side, int pair, int model, int ctx,
-	const struct ab_sut_gen *gen)
+static void answers_clear(struct loop *L, int side)
 {
-	if (r->n_gens == r->cap_gens) {
-		size_t cap = r->cap_gens ? r->cap_gens * 2 : 64;
-		struct ab_measure_tokens *g = realloc(r->gens, cap * sizeof(*g));
-		if (g == NULL)
-			return;
-		r->gens = g;
-		r->cap_gens = cap;
+	for (int i = 0; i < SLOTS_MAX; i++) {
+		free(L->answers[side][i].tokens);
+		L->answers[side][i] = (struct answer){ NULL, 0 };
 	}
-	int32_t *copy = malloc((size_t)(gen->n_tokens > 0 ? gen->n_tokens : 1) * sizeof(int32_t));
-	if (copy == NULL)
-		return;
-	memcpy(copy, gen->tokens, (size_t)gen->n_tokens * sizeof(int32_t));
-	r->gens[r->n_gens++] = (struct ab_measure_tokens){ side, pair, model, ctx, gen->n_tokens, copy };
+}
+
+/* Greedy agreement: compares the decode tokens both sides gave `model` in `pair` (the latest
+ * process of each side, so a retried process counts once), then drops them. */
+static void agreement_add(struct loop *L, int model, int pair)
+{
+	struct ab_measure_agreement *a = &L->report->agreement[model];
+	for (int i = 0; i < L->n_slots; i++) {
+		const struct answer *b = &L->answers[AB_SIDE_BASE][i], *h = &L->answers[AB_SIDE_HEAD][i];
+		if (b->tokens == NULL || h->tokens == NULL)
+			continue;
+		int n = b->n < h->n ? b->n : h->n, k = 0;
+		while (k < n && b->tokens[k] == h->tokens[k])
+			k++;
+		a->compared++;
+		if (k == n && b->n == h->n) {
+			a->identical++;
+		} else if (a->first_diff < 0 || k < a->first_diff) {
+			a->first_diff = k;
+			a->diff_ctx = L->slots[i].ctx;
+			a->diff_pair = pair;
+		}
+	}
+	answers_clear(L, AB_SIDE_BASE);
+	answers_clear(L, AB_SIDE_HEAD);
 }
 
 /*
@@ -200,6 +222,7 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		.request_timeout_ms = suite->sut.request_timeout_s * 1000,
 	};
 	memset(fault, 0, sizeof(*fault));
+	answers_clear(L, side);
 	L->report->processes++;
 	if (ab_sut_start(&sut, fault, &sc) < 0)
 		goto cleanup;
@@ -207,7 +230,7 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		L->report->ready[side] = json_deep_copy(ab_sut_ready(sut));
 
 	uint32_t vocab = (uint32_t)ab_sut_vocab_size(sut);
-	if (model < 16 && L->report->vocab[model] == 0)
+	if (L->report->vocab[model] == 0)
 		L->report->vocab[model] = vocab;
 	int warm_ctx = L->slots[0].ctx;
 	if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, warm_ctx, -1, vocab) < 0) {
@@ -229,8 +252,10 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		}
 		if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, s->ctx, max_tokens, 0) < 0)
 			goto cleanup;
-		if (s->decode)
-			tokens_keep(L->report, side, pair, model, s->ctx, &gen);
+		if (s->decode) {   /* the tokens move to the answer; the sample fields below stay in gen */
+			L->answers[side][i] = (struct answer){ gen.tokens, gen.n_tokens };
+			gen.tokens = NULL;
+		}
 		for (int k = 0; k < 2; k++) {
 			int want = k == 0 ? s->decode : s->prefill;
 			if (!want)
@@ -271,7 +296,7 @@ cleanup:
 /* One side of one pair for one model, with one retry on a fault. Appends and stores the samples. */
 static int side_run(struct loop *L, int side, int model, int pair, int order, int batch)
 {
-	struct ab_sample v[128];
+	struct ab_sample v[2 * SLOTS_MAX];
 	struct ab_sut_fault fault;
 	size_t n = process_samples_init(v, L, side, model, pair, order, batch, "not measured");
 	int faulted = process_run(L, v, n, side, model, pair, &fault);
@@ -314,6 +339,7 @@ static int pair_run(struct loop *L, int pair, int batch)
 			if (side_run(L, side, model, pair, k, batch) < 0)
 				return -1;
 		}
+		agreement_add(L, model, pair);
 	}
 	return 0;
 }
@@ -325,8 +351,8 @@ static void progress(const struct loop *L, int batch, int done, int target, int6
 	double elapsed = (ab_proc_now_ns() - t0) / 1e9;
 	double per_pair = done > 0 ? (ab_proc_now_ns() - t_batch0) / 1e9 / done : 0;
 	double eta = per_pair * (target - done);
-	AB_INFO("measured %s pair %d of %d  (%.0f s elapsed, ETA %.0f s)",
-		batch ? "confirmation" : "", done, target, elapsed, eta > 0 ? eta : 0);
+	AB_INFO("measured %s %d of %d  (%.0f s elapsed, ETA %.0f s)",
+		batch ? "confirmation pair" : "pair", done, target, elapsed, eta > 0 ? eta : 0);
 }
 
 int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *samples,
@@ -340,15 +366,18 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 	int64_t t0 = ab_proc_now_ns();
 
 	memset(report, 0, sizeof(*report));
+	for (int m = 0; m < AB_SUITE_MODELS_MAX; m++)
+		report->agreement[m].first_diff = -1;
 	L.cfg = cfg;
 	L.samples = samples;
 	L.report = report;
-	if (cfg->suite->model_count < 1 || cfg->suite->model_count > 16)
-		return ab_error_setc(AB_EINVALID, "measure: %d models (1..16 supported)", cfg->suite->model_count);
+	if (cfg->suite->model_count < 1 || cfg->suite->model_count > AB_SUITE_MODELS_MAX)
+		return ab_error_setc(AB_EINVALID, "measure: %d models (1..%d supported)", cfg->suite->model_count,
+			AB_SUITE_MODELS_MAX);
 	if (slots_make(&L) < 0)
 		goto cleanup;
-	if (L.n_slots == 0 || L.n_slots > 32) {
-		ab_error_setc(AB_EINVALID, "measure: %d contexts (1..32 supported)", L.n_slots);
+	if (L.n_slots == 0 || L.n_slots > SLOTS_MAX) {
+		ab_error_setc(AB_EINVALID, "measure: %d contexts (1..%d supported)", L.n_slots, SLOTS_MAX);
 		goto cleanup;
 	}
 	size_t n_gating = 0;
@@ -413,6 +442,8 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 cleanup:
 	report->seconds = (ab_proc_now_ns() - t0) / 1e9;
 	ab_speed_result_free(speed);
+	answers_clear(&L, AB_SIDE_BASE);
+	answers_clear(&L, AB_SIDE_HEAD);
 	free(L.slots);
 	free(L.prompt);
 	return error;

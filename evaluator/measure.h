@@ -44,22 +44,23 @@ struct ab_measure_config {
 	ab_store *store;                         /* samples are stored as they come; may be NULL */
 	int64_t eval_id;
 	int quiet;                               /* no progress lines */
-	int (*should_cancel)(void *payload);     /* polled between processes; may be NULL */
+	int (*should_cancel)(void *payload);     /* polled before each pair; may be NULL */
 	void *cancel_payload;
 };
 
-/* The tokens one decode request produced (for greedy agreement between base and head). */
-struct ab_measure_tokens {
-	int side, pair, model, ctx;
-	int n;
-	int32_t *tokens;           /* owned by the report */
+/* Greedy agreement of one model: head's decode tokens against base's, request by request (the
+ * same prompt in the same pair). guards/acc.h turns it into the advisory greedy_agreement gate. */
+struct ab_measure_agreement {
+	int compared;              /* decode requests both sides answered in the same pair */
+	int identical;             /* of those, the ones whose tokens were equal */
+	int first_diff;            /* earliest generated-token index where any differed; -1 when none */
+	int diff_ctx, diff_pair;   /* the request where that earliest divergence was seen */
 };
 
 /* What happened besides the samples (for the result's environment and notes). */
 struct ab_measure_report {
-	uint32_t vocab[16];        /* per suite model: model.vocab_size of its first ready line, 0 if none */
-	struct ab_measure_tokens *gens; /* every successful decode request's tokens */
-	size_t n_gens, cap_gens;
+	uint32_t vocab[AB_SUITE_MODELS_MAX]; /* per suite model: vocab_size of its first ready line, or 0 */
+	struct ab_measure_agreement agreement[AB_SUITE_MODELS_MAX]; /* per suite model */
 	json_t *ready[2];          /* the first ready line of each side (owned; json_decref), or NULL */
 	int processes;             /* SUT processes started */
 	int retries;               /* processes re-run after a fault */

@@ -105,24 +105,25 @@ static void count_status(struct status_counter *slots, int status)
 	slots[i].count++;
 }
 
+/* One exchange: its status counted, its duration in the histogram. */
+static void observe(ab_metrics *m, struct status_counter *slots, struct histogram *h, int status, double seconds)
+{
+	pthread_mutex_lock(&m->lock);
+	count_status(slots, status);
+	hist_add(h, seconds);
+	pthread_mutex_unlock(&m->lock);
+}
+
 void ab_metrics_webhook(ab_metrics *m, int status, double seconds)
 {
-	if (!m)
-		return;
-	pthread_mutex_lock(&m->lock);
-	count_status(m->webhook, status);
-	hist_add(&m->webhook_seconds, seconds);
-	pthread_mutex_unlock(&m->lock);
+	if (m)
+		observe(m, m->webhook, &m->webhook_seconds, status, seconds);
 }
 
 void ab_metrics_github(ab_metrics *m, long status, double seconds)
 {
-	if (!m)
-		return;
-	pthread_mutex_lock(&m->lock);
-	count_status(m->github, (int)status);
-	hist_add(&m->github_seconds, seconds);
-	pthread_mutex_unlock(&m->lock);
+	if (m)
+		observe(m, m->github, &m->github_seconds, (int)status, seconds);
 }
 
 void ab_metrics_eval(ab_metrics *m, const char *outcome, double seconds)
@@ -155,7 +156,13 @@ void ab_metrics_report_deferred(ab_metrics *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* The HELP and TYPE lines that open a metric family. */
+static void family(struct ab_text *t, const char *name, const char *type, const char *help)
+{
+	ab_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
 
+/* One histogram series; `labels` ("" or `key="value"`) is added to every sample. */
 static void add_hist(struct ab_text *t, const char *name, const char *labels, const struct histogram *h)
 {
 	unsigned long long cum = 0;
@@ -169,8 +176,11 @@ static void add_hist(struct ab_text *t, const char *name, const char *labels, co
 	ab_text_printf(t, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "", h->total);
 }
 
-static void add_status(struct ab_text *t, const char *name, const struct status_counter *slots, int errors_only)
+/* A counter family by HTTP status (errors_only: statuses >= 400 and "network"). */
+static void status_family(struct ab_text *t, const char *name, const char *help, const struct status_counter *slots,
+			  int errors_only)
 {
+	family(t, name, "counter", help);
 	for (int i = 0; i < STATUS_SLOTS; i++) {
 		if (slots[i].status < 0 || (errors_only && slots[i].status > 0 && slots[i].status < 400))
 			continue;
@@ -183,60 +193,62 @@ static void add_status(struct ab_text *t, const char *name, const struct status_
 	}
 }
 
+/* A histogram family of one unlabelled series. */
+static void hist_family(struct ab_text *t, const char *name, const char *help, const struct histogram *h)
+{
+	family(t, name, "histogram", help);
+	add_hist(t, name, "", h);
+}
+
+/* A gauge family of one unlabelled sample. */
+static void gauge(struct ab_text *t, const char *name, const char *help, long long value)
+{
+	family(t, name, "gauge", help);
+	ab_text_printf(t, "%s %lld\n", name, value);
+}
+
 int ab_metrics_render(char **out, ab_metrics *m, const struct ab_queue_stats *q)
 {
 	struct ab_text t = { 0 };
+	char *text;
 
 	pthread_mutex_lock(&m->lock);
-	ab_text_printf(&t, "# HELP abgate_webhook_deliveries_total POST /webhook requests by HTTP status answered.\n"
-		"# TYPE abgate_webhook_deliveries_total counter\n");
-	add_status(&t, "abgate_webhook_deliveries_total", m->webhook, 0);
-	ab_text_printf(&t, "# HELP abgate_webhook_ack_seconds Time from request to answer for POST /webhook.\n"
-		"# TYPE abgate_webhook_ack_seconds histogram\n");
-	add_hist(&t, "abgate_webhook_ack_seconds", "", &m->webhook_seconds);
-	ab_text_printf(&t, "# HELP abgate_github_requests_total GitHub API exchanges by HTTP status (network: no response).\n"
-		"# TYPE abgate_github_requests_total counter\n");
-	add_status(&t, "abgate_github_requests_total", m->github, 0);
-	ab_text_printf(&t, "# HELP abgate_github_api_errors_total GitHub API answers >= 400 and network errors, by status.\n"
-		"# TYPE abgate_github_api_errors_total counter\n");
-	add_status(&t, "abgate_github_api_errors_total", m->github, 1);
-	ab_text_printf(&t, "# HELP abgate_github_request_seconds GitHub API exchange duration.\n"
-		"# TYPE abgate_github_request_seconds histogram\n");
-	add_hist(&t, "abgate_github_request_seconds", "", &m->github_seconds);
-	ab_text_printf(&t, "# HELP abgate_evaluations_total Evaluations finished, by outcome.\n"
-		"# TYPE abgate_evaluations_total counter\n");
+	status_family(&t, "abgate_webhook_deliveries_total", "POST /webhook requests by HTTP status answered.",
+		      m->webhook, 0);
+	hist_family(&t, "abgate_webhook_ack_seconds", "Time from request to answer for POST /webhook.",
+		    &m->webhook_seconds);
+	status_family(&t, "abgate_github_requests_total", "GitHub API exchanges by HTTP status (network: no response).",
+		      m->github, 0);
+	status_family(&t, "abgate_github_api_errors_total", "GitHub API answers >= 400 and network errors, by status.",
+		      m->github, 1);
+	hist_family(&t, "abgate_github_request_seconds", "GitHub API exchange duration.", &m->github_seconds);
+	family(&t, "abgate_evaluations_total", "counter", "Evaluations finished, by outcome.");
 	for (int i = 0; i < OUTCOME_SLOTS; i++)
 		if (m->evals[i].name[0])
 			ab_text_printf(&t, "abgate_evaluations_total{outcome=\"%s\"} %llu\n", m->evals[i].name, m->evals[i].count);
-	ab_text_printf(&t, "# HELP abgate_evaluation_seconds Evaluation wall time, by outcome.\n"
-		"# TYPE abgate_evaluation_seconds histogram\n");
+	family(&t, "abgate_evaluation_seconds", "histogram", "Evaluation wall time, by outcome.");
 	for (int i = 0; i < OUTCOME_SLOTS; i++)
 		if (m->evals[i].name[0]) {
 			char labels[40];
 			snprintf(labels, sizeof(labels), "outcome=\"%s\"", m->evals[i].name);
 			add_hist(&t, "abgate_evaluation_seconds", labels, &m->evals[i].seconds);
 		}
-	ab_text_printf(&t, "# HELP abgate_reports_deferred_total Posts that failed and were scheduled for a retry.\n"
-		"# TYPE abgate_reports_deferred_total counter\nabgate_reports_deferred_total %llu\n",
-	    m->reports_deferred);
+	family(&t, "abgate_reports_deferred_total", "counter", "Posts that failed and were scheduled for a retry.");
+	ab_text_printf(&t, "abgate_reports_deferred_total %llu\n", m->reports_deferred);
 	pthread_mutex_unlock(&m->lock);
 	if (q) {
-		ab_text_printf(&t, "# HELP abgate_queue_depth Jobs waiting for a worker.\n# TYPE abgate_queue_depth gauge\n"
-			"abgate_queue_depth %lld\n", (long long)q->queued);
-		ab_text_printf(&t, "# HELP abgate_jobs Jobs by state.\n# TYPE abgate_jobs gauge\n");
+		gauge(&t, "abgate_queue_depth", "Jobs waiting for a worker.", (long long)q->queued);
+		family(&t, "abgate_jobs", "gauge", "Jobs by state.");
 		ab_text_printf(&t, "abgate_jobs{state=\"queued\"} %lld\nabgate_jobs{state=\"running\"} %lld\n"
-			"abgate_jobs{state=\"reporting\"} %lld\nabgate_jobs{state=\"done\"} %lld\n"
-			"abgate_jobs{state=\"canceled\"} %lld\nabgate_jobs{state=\"superseded\"} %lld\n",
-		    (long long)q->queued, (long long)q->running, (long long)q->reporting, (long long)q->done,
-		    (long long)q->canceled, (long long)q->superseded);
-		ab_text_printf(&t, "# HELP abgate_commands_pending /eval commands waiting for their permission check.\n"
-			"# TYPE abgate_commands_pending gauge\nabgate_commands_pending %lld\n",
-		    (long long)q->commands_pending);
+			       "abgate_jobs{state=\"reporting\"} %lld\nabgate_jobs{state=\"done\"} %lld\n"
+			       "abgate_jobs{state=\"canceled\"} %lld\nabgate_jobs{state=\"superseded\"} %lld\n",
+			       (long long)q->queued, (long long)q->running, (long long)q->reporting, (long long)q->done,
+			       (long long)q->canceled, (long long)q->superseded);
+		gauge(&t, "abgate_commands_pending", "/eval commands waiting for their permission check.",
+		      (long long)q->commands_pending);
 	}
-	if (t.failed || !t.buf) {
-		free(t.buf);
+	if (!(text = ab_text_take(&t)))
 		return ab_error_set("out of memory");
-	}
-	*out = t.buf;
+	*out = text;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fs.h"
 #include "log.h"
 #include "proc.h"
 
@@ -96,21 +97,20 @@ static int model_path(char **out, const struct ab_models_request *rq, const char
 
 static int generate(const struct ab_models_request *rq, const struct ab_suite_model *m, const char *path)
 {
-	char tmp[4096], jobs[16], log_path[4096], *dir_copy = NULL, **argv = NULL, *tail = NULL;
+	char tmp[4096], jobs[16], log_dir[4096], log_path[4200], **argv = NULL, *tail = NULL;
 	struct ab_proc_status st;
 	int error = -1;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());   /* under the model's lock */
 	snprintf(jobs, sizeof(jobs), "%d", rq->jobs > 0 ? rq->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN));
-	snprintf(log_path, sizeof(log_path), "%s/logs/generate-%s.log", rq->state_dir, m->name);
+	snprintf(log_dir, sizeof(log_dir), "%s/logs", rq->state_dir);
+	snprintf(log_path, sizeof(log_path), "%s/generate-%s.log", log_dir, m->name);
 	struct ab_subst vars[] = {
 		{ "state", rq->state_dir }, { "build", rq->build_dir }, { "src", rq->src_dir },
 		{ "model", tmp }, { "jobs", jobs },
 	};
-	if ((dir_copy = strdup(path)) == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0)
-		goto cleanup;
-	free(dir_copy);
-	if ((dir_copy = strdup(log_path)) == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0)
+	/* The model's directory exists: the caller made it to hold the lock file. */
+	if (ab_fs_mkdirs(log_dir) < 0)
 		goto cleanup;
 	if (ab_build_subst_argv(&argv, (const char *const *)m->generate.argv, vars,
 	                        sizeof(vars) / sizeof(vars[0])) < 0)
@@ -123,7 +123,7 @@ static int generate(const struct ab_models_request *rq, const struct ab_suite_mo
 		goto cleanup;
 	if (!ab_proc_status_ok(&st)) {
 		char how[128];
-		ab_proc_file_tail(&tail, log_path, 2048);
+		ab_fs_tail(&tail, log_path, 2048, 0);
 		ab_error_set("generating model %s failed (%s); log %s:\n%s", m->name,
 			ab_proc_status_describe(how, sizeof(how), &st), log_path, tail ? tail : "");
 		goto cleanup;
@@ -140,7 +140,6 @@ static int generate(const struct ab_models_request *rq, const struct ab_suite_mo
 cleanup:
 	if (error < 0)
 		unlink(tmp);
-	free(dir_copy);
 	free(tail);
 	ab_build_argv_free(argv);
 	return error;
@@ -200,11 +199,14 @@ int ab_models_prepare(char ***out_paths, double *out_seconds, const struct ab_mo
 			char lock_path[4200];
 			snprintf(lock_path, sizeof(lock_path), "%s.lock", paths[i]);
 			char *dir_copy = strdup(paths[i]);
-			if (dir_copy == NULL || ab_proc_mkdirs(dirname(dir_copy)) < 0) {
-				free(dir_copy);
+			if (dir_copy == NULL) {
+				ab_error_set("out of memory");
 				goto cleanup;
 			}
+			int made = ab_fs_mkdirs(dirname(dir_copy));
 			free(dir_copy);
+			if (made < 0)
+				goto cleanup;
 			int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 			if (lock < 0 || flock(lock, LOCK_EX) != 0) {
 				ab_error_errno("cannot lock %s", lock_path);

@@ -10,11 +10,11 @@
 #include "proc.h"
 
 #include "error.h"
+#include "fs.h"
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -740,81 +740,27 @@ void ab_proc_free(ab_proc *p)
 	free(p);
 }
 
-/* Copies the window [from, len) to a fresh string, starting after the first '\n' when cut. */
-static int tail_string(char **out, const char *data, size_t len, int cut)
-{
-	size_t from = 0;
-	if (cut) {
-		const char *nl = memchr(data, '\n', len);
-		if (nl && (size_t)(nl - data) + 1 < len)
-			from = (size_t)(nl - data) + 1;
-	}
-	char *s = malloc(len - from + 1);
-	if (!s)
-		return ab_error_set("out of memory");
-	memcpy(s, data + from, len - from);
-	s[len - from] = '\0';
-	*out = s;
-	return 0;
-}
-
-/* The tail of a file, never reaching before offset `floor` (a shared log: only this child's part). */
-static int file_tail_from(char **out, const char *path, size_t max_bytes, off_t floor)
-{
-	struct stat st;
-	char *data = NULL;
-	int error = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ab_error_setc(errno == ENOENT ? AB_ENOTFOUND : AB_ERROR, "cannot open %s: %s", path,
-			strerror(errno));
-	if (fstat(fd, &st) != 0) {
-		ab_error_errno("stat %s", path);
-		goto cleanup;
-	}
-	size_t size = (size_t)st.st_size, first = floor > 0 && floor <= st.st_size ? (size_t)floor : 0;
-	size_t want = size - first > max_bytes ? max_bytes : size - first;
-	off_t from = (off_t)(size - want);
-	if (!(data = malloc(want + 1))) {
-		ab_error_set("out of memory");
-		goto cleanup;
-	}
-	size_t got = 0;
-	while (got < want) {
-		ssize_t n = pread(fd, data + got, want - got, from + (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	error = tail_string(out, data, got, (size_t)from > first);
-cleanup:
-	free(data);
-	close(fd);
-	return error;
-}
-
-int ab_proc_file_tail(char **out, const char *path, size_t max_bytes)
-{
-	return file_tail_from(out, path, max_bytes, 0);
-}
-
 int ab_proc_stderr_tail(char **out, ab_proc *p, size_t max_bytes)
 {
 	if (p->log_path)
-		return file_tail_from(out, p->log_path, max_bytes, p->log_start);
+		return ab_fs_tail(out, p->log_path, max_bytes, p->log_start);
 	drain_stderr(p);
-	size_t len = p->ring_len < max_bytes ? p->ring_len : max_bytes;
-	char *lin = malloc(len + 1);
-	if (!lin)
-		return ab_error_set("out of memory");
+	size_t len = p->ring_len < max_bytes ? p->ring_len : max_bytes, skip = 0;
 	size_t first = (p->ring_pos + ERR_RING_CAP - len) % ERR_RING_CAP;
-	for (size_t i = 0; i < len; i++)
-		lin[i] = p->ring[(first + i) % ERR_RING_CAP];
-	int error = tail_string(out, lin, len, len < p->ring_len);
-	free(lin);
-	return error;
+	/* Cut (as ab_fs_tail): start after the first line break, unless it is the window's last byte. */
+	for (size_t i = 0; len < p->ring_len && i + 1 < len; i++)
+		if (p->ring[(first + i) % ERR_RING_CAP] == '\n') {
+			skip = i + 1;
+			break;
+		}
+	char *tail = malloc(len - skip + 1);
+	if (!tail)
+		return ab_error_set("out of memory");
+	for (size_t i = skip; i < len; i++)
+		tail[i - skip] = p->ring[(first + i) % ERR_RING_CAP];
+	tail[len - skip] = '\0';
+	*out = tail;
+	return 0;
 }
 
 const char *ab_proc_signal_name(int sig)
@@ -850,23 +796,6 @@ int ab_proc_status_ok(const struct ab_proc_status *st)
 	return st->exited && st->exit_code == 0 && !st->killed;
 }
 
-static void log_append(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	size_t len = strlen(text), off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	close(fd);
-}
-
 int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char *const *env,
 	const char *cwd, const char *log_path, int64_t timeout_ms)
 {
@@ -887,13 +816,13 @@ int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char 
 			w = sizeof(line) - 2;
 		line[w] = '\n';
 		line[w + 1] = '\0';
-		log_append(log_path, line);
+		ab_fs_append(log_path, line);   /* best effort: spawn reports an unwritable log */
 	}
 	struct ab_proc_spec spec = {.argv = argv, .env = env, .cwd = cwd, .log_path = log_path};
 	if ((error = ab_proc_spawn(&p, &spec)) < 0) {
 		if (log_path) {
 			snprintf(line, sizeof(line), "[abgate] %s\n", ab_error_last());
-			log_append(log_path, line);
+			ab_fs_append(log_path, line);
 		}
 		goto cleanup;
 	}
@@ -904,58 +833,11 @@ int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char 
 		snprintf(line, sizeof(line), "[abgate] %s after %.1f s\n",
 			ab_proc_status_ok(&st) ? "finished" : ab_proc_status_describe(what, sizeof(what), &st),
 			(double)st.wall_ns / 1e9);
-		log_append(log_path, line);
+		ab_fs_append(log_path, line);
 	}
 	*out = st;
 	error = 0;
 cleanup:
 	ab_proc_free(p);
 	return error;
-}
-
-int ab_proc_mkdirs(const char *path)
-{
-	char tmp[PATH_MAX];
-	struct stat st;
-	size_t len = strlen(path);
-	if (len == 0 || len >= sizeof(tmp))
-		return ab_error_setc(AB_EINVALID, "mkdir: bad path '%s'", path);
-	memcpy(tmp, path, len + 1);
-	for (char *s = tmp + 1; ; s++) {
-		if (*s == '/' || *s == '\0') {
-			char saved = *s;
-			*s = '\0';
-			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-				return ab_error_errno("mkdir %s", tmp);
-			*s = saved;
-			if (!saved)
-				break;
-		}
-	}
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-		return ab_error_set("mkdir %s: exists and is not a directory", path);
-	return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (type == FTW_DP ? rmdir(path) : unlink(path)) {
-		if (errno == ENOENT)
-			return 0;
-		ab_error_errno("remove %s", path);
-		return -1;
-	}
-	return 0;
-}
-
-int ab_proc_rmtree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : ab_error_errno("stat %s", path);
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path) == 0 ? 0 : ab_error_errno("remove %s", path);
-	return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : AB_ERROR;
 }

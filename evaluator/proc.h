@@ -5,6 +5,7 @@
  * and every wait has a CLOCK_MONOTONIC deadline: a child that ignores its stdin or never exits
  * cannot block abgate. Children are always reaped; none outlives its ab_proc handle, and when a
  * child exits, whatever it left running in its process group (daemons, background jobs) is killed.
+ * The directories children run in and the logs they leave are fs.h's.
  */
 #ifndef AB_PROC_H
 #define AB_PROC_H
@@ -110,7 +111,8 @@ void ab_proc_free(ab_proc *proc);
 /*
  * The last bytes of the child's stderr: the tail of log_path (only what was appended since this
  * child started, so a log shared by many runs never blames one for another's output), or of the
- * in-memory tail. Starts at a line boundary when one falls in the window. *out is NUL-terminated, caller frees with free().
+ * in-memory tail. Starts at a line boundary when one falls in the window. *out is NUL-terminated,
+ * caller frees with free().
  */
 int ab_proc_stderr_tail(char **out, ab_proc *proc, size_t max_bytes);
 
@@ -131,21 +133,9 @@ const char *ab_proc_signal_name(int signal_number);
  * (after a "$ argv..." header line), the group killed after timeout_ms (<= 0: no limit; SIGTERM,
  * 2 s grace, SIGKILL). Returns 0 when the command ran, whatever its exit status (read *out);
  * negative when it could not be started (not found, not executable, log not writable: message set;
- * the log records it too).
+ * the log records it too). ab_fs_tail (fs.h) reads the log back.
  */
 int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char *const *env,
 	const char *cwd, const char *log_path, int64_t timeout_ms);
-
-/*
- * The last max_bytes of the file at `path` (from a line boundary when one falls in the window).
- * *out is NUL-terminated, caller frees with free(). A missing file gives AB_ENOTFOUND.
- */
-int ab_proc_file_tail(char **out, const char *path, size_t max_bytes);
-
-/* Filesystem helpers for the directories children run in (state dir, checkouts, builds). */
-/* mkdir -p with mode 0755. Returns 0 if the directory exists afterwards. */
-int ab_proc_mkdirs(const char *path);
-/* rm -rf that never follows symlinks. A missing path is not an error. */
-int ab_proc_rmtree(const char *path);
 
 #endif

@@ -126,27 +126,50 @@ static int run(ab_queue *q, int *out_changes, const char *sql, const char *types
 	return 0;
 }
 
+/*
+ * Prepares and binds as prep() and steps once: 0 with *out on the first row (the caller reads its
+ * columns and finalizes), AB_ENOTFOUND when there is none, or an error naming `what`.
+ */
+static int select_row_va(ab_queue *q, sqlite3_stmt **out, const char *what, const char *sql, const char *types,
+			 va_list ap)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (prep_va(q, &st, sql, types, ap) < 0)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = st;
+		return 0;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? AB_ENOTFOUND : db_error(q, what);
+}
+
+static int select_row(ab_queue *q, sqlite3_stmt **out, const char *what, const char *sql, const char *types, ...)
+{
+	va_list ap;
+	va_start(ap, types);
+	int error = select_row_va(q, out, what, sql, types, ap);
+	va_end(ap);
+	return error;
+}
+
 /* SELECT of one integer; AB_ENOTFOUND when no row. */
 static int select_i64(ab_queue *q, int64_t *out, const char *sql, const char *types, ...)
 {
 	sqlite3_stmt *st = NULL;
 	va_list ap;
-	int rc;
 
 	va_start(ap, types);
-	rc = prep_va(q, &st, sql, types, ap);
+	int error = select_row_va(q, &st, "select", sql, types, ap);
 	va_end(ap);
-	if (rc < 0)
-		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
+	if (error == 0) {
 		*out = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return AB_ENOTFOUND;
-	return db_error(q, "select");
+		sqlite3_finalize(st);
+	}
+	return error;
 }
 
 static int begin(ab_queue *q)
@@ -238,19 +261,13 @@ static int read_job(ab_queue *q, struct ab_job **out, int64_t id)
 {
 	sqlite3_stmt *st = NULL;
 	struct ab_job *j = NULL;
-	int rc, error = -1;
+	int error = select_row(q, &st, "read job", "SELECT " JOB_COLS " FROM jobs WHERE id = ?", "l", id);
 
-	if (prep(q, &st, "SELECT " JOB_COLS " FROM jobs WHERE id = ?", "l", id) < 0)
-		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		error = ab_error_setc(AB_ENOTFOUND, "queue: no job %lld", (long long)id);
-		goto cleanup;
-	}
-	if (rc != SQLITE_ROW) {
-		db_error(q, "read job");
-		goto cleanup;
-	}
+	if (error == AB_ENOTFOUND)
+		return ab_error_setc(AB_ENOTFOUND, "queue: no job %lld", (long long)id);
+	if (error < 0)
+		return error;
+	error = -1;
 	if (!(j = calloc(1, sizeof(*j)))) {
 		ab_error_set("out of memory");
 		goto cleanup;
@@ -621,22 +638,16 @@ int ab_queue_command_next(ab_queue *q, struct ab_command **out, time_t now)
 {
 	sqlite3_stmt *st = NULL;
 	struct ab_command *c = NULL;
-	int rc, error = -1;
+	int error;
 
 	pthread_mutex_lock(&q->lock);
-	if (prep(q, &st, "SELECT id, repo, pr, user, comment_id, rerun, attempts FROM commands WHERE state = 'pending' "
-			 "AND next_at <= ? ORDER BY id LIMIT 1",
-		 "l", (int64_t)now) < 0)
+	error = select_row(q, &st, "next command",
+			   "SELECT id, repo, pr, user, comment_id, rerun, attempts FROM commands WHERE state = 'pending' "
+			   "AND next_at <= ? ORDER BY id LIMIT 1",
+			   "l", (int64_t)now);
+	if (error < 0)
 		goto cleanup;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		error = AB_ENOTFOUND;
-		goto cleanup;
-	}
-	if (rc != SQLITE_ROW) {
-		db_error(q, "next command");
-		goto cleanup;
-	}
+	error = -1;
 	if (!(c = calloc(1, sizeof(*c)))) {
 		ab_error_set("out of memory");
 		goto cleanup;
@@ -699,24 +710,17 @@ int ab_queue_sticky_set(ab_queue *q, const char *repo, int pr, int64_t comment_i
 int ab_queue_kv_get(ab_queue *q, const char *key, char **out)
 {
 	sqlite3_stmt *st = NULL;
-	int error = -1;
+	int error;
 
 	pthread_mutex_lock(&q->lock);
-	if (prep(q, &st, "SELECT value FROM kv WHERE key = ?", "s", key) < 0)
-		goto cleanup;
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		error = AB_ENOTFOUND;
-	} else if (rc == SQLITE_ROW) {
-		if ((*out = col_text(st, 0)))
-			error = 0;
+	if ((error = select_row(q, &st, "kv get", "SELECT value FROM kv WHERE key = ?", "s", key)) == 0) {
+		char *value = col_text(st, 0);
+		if (value)
+			*out = value;
 		else
-			ab_error_set("out of memory");
-	} else {
-		db_error(q, "kv get");
+			error = ab_error_set("out of memory");
+		sqlite3_finalize(st);
 	}
-cleanup:
-	sqlite3_finalize(st);
 	pthread_mutex_unlock(&q->lock);
 	return error;
 }

@@ -8,8 +8,8 @@
 #include "repo.h"
 
 #include "error.h"
+#include "fs.h"
 #include "log.h"
-#include "proc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -251,7 +251,7 @@ int ab_repo_mirror(ab_repo **out, const char *url, const char *state_dir)
 	if (mirror_name(name, sizeof(name), url) < 0)
 		return AB_ERROR;
 	snprintf(dir, sizeof(dir), "%s/mirrors", state_dir);
-	if (ab_proc_mkdirs(dir) < 0 || !realpath(dir, state_abs))
+	if (ab_fs_mkdirs(dir) < 0 || !realpath(dir, state_abs))
 		return ab_error_wrap(AB_ERROR, "state dir %s", state_dir);
 	snprintf(dir, sizeof(dir), "%s/%s", state_abs, name);
 	snprintf(lock_path, sizeof(lock_path), "%s.lock", dir);
@@ -260,14 +260,14 @@ int ab_repo_mirror(ab_repo **out, const char *url, const char *state_dir)
 
 	if (stat(dir, &st) != 0) {
 		snprintf(tmp, sizeof(tmp), "%s.tmp-%d", dir, (int)getpid());
-		ab_proc_rmtree(tmp);
+		ab_fs_rmtree(tmp);
 		if (mirror_create(tmp, url) < 0) {
-			ab_proc_rmtree(tmp);
+			ab_fs_rmtree(tmp);
 			goto cleanup;
 		}
 		if (rename(tmp, dir) != 0) {
 			ab_error_errno("cannot move mirror into %s", dir);
-			ab_proc_rmtree(tmp);
+			ab_fs_rmtree(tmp);
 			goto cleanup;
 		}
 		if ((rc = git_repository_open_bare(&git, dir)) < 0) {
@@ -505,7 +505,7 @@ int ab_repo_checkout(char **out_dir, int *out_reused, ab_repo *r, const char *sh
 		return error;
 	git_oid_tostr(tree_hex, sizeof(tree_hex), git_commit_tree_id(commit));
 	snprintf(src, sizeof(src), "%s/src", state_dir);
-	if (ab_proc_mkdirs(src) < 0 || !realpath(src, src_abs)) {
+	if (ab_fs_mkdirs(src) < 0 || !realpath(src, src_abs)) {
 		ab_error_wrap(AB_ERROR, "checkout dir %s", src);
 		goto cleanup;
 	}
@@ -516,7 +516,7 @@ int ab_repo_checkout(char **out_dir, int *out_reused, ab_repo *r, const char *sh
 	}
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-%.12s-%d-%u", src_abs, tree_hex, (int)getpid(),
 		__atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-	ab_proc_rmtree(tmp);
+	ab_fs_rmtree(tmp);
 	if (mkdir(tmp, 0755) != 0) {
 		ab_error_errno("mkdir %s", tmp);
 		goto cleanup;
@@ -539,7 +539,7 @@ int ab_repo_checkout(char **out_dir, int *out_reused, ab_repo *r, const char *sh
 			goto fail_tmp;
 		}
 		reused = 1;  /* another evaluation wrote the same tree first */
-		ab_proc_rmtree(tmp);
+		ab_fs_rmtree(tmp);
 	}
 done:
 	if (!(*out_dir = strdup(final))) {
@@ -551,7 +551,7 @@ done:
 	error = 0;
 	goto cleanup;
 fail_tmp:
-	ab_proc_rmtree(tmp);
+	ab_fs_rmtree(tmp);
 cleanup:
 	git_index_free(empty);
 	git_tree_free(tree);

@@ -1,8 +1,8 @@
 /*
- * report.h - what abgate posts about one evaluation, as text: the sticky comment (hidden marker
- * with the head sha, the verdict table, a footer), the check run title and summary, the verdict
- * labels, and the conclusion for each outcome. Rendering only: reporter.c decides where it goes.
- * The table itself comes from reports/ (markdown of the abgate.result/1 document).
+ * report.h - what abgate posts about one evaluation: the sticky comment (hidden marker with the
+ * head sha, then the body), the check run title and summary, the verdict labels limited to the
+ * sets abgate manages, and the conclusion or commit status for each outcome. The text is rendered
+ * by reports/post.h from the abgate.result/1 document; reporter.c decides where it goes.
  */
 #ifndef AB_REPORT_H
 #define AB_REPORT_H
@@ -38,11 +38,16 @@ int ab_report_comment_body(char **out, const struct ab_report_target *t, const s
 int ab_report_summary(char **out, const struct ab_report_target *t, const struct ab_report *rep);
 /* The labels the verdict asks for (new array; empty for canceled runs). Caller json_decref. */
 json_t *ab_report_labels(const struct ab_report *rep);
-/* Whether `label` belongs to the sets abgate manages (eval:*, eval-*:*, regression-*, accuracy-regression). */
-int ab_report_label_managed(const char *label);
-/* One line: the verdict label and reason ("eval:M: decode +7.1% at ctx 512"), into buf. */
+/* Whether the outcome is a verdict to show on the PR (not "canceled" or "superseded"). */
+int ab_report_has_verdict(const struct ab_report *rep);
+/*
+ * One line of plain text: the verdict label and reason ("eval:M: decode +7.1% at ctx 512"), cut to
+ * fit buf without splitting a UTF-8 character (a commit status description: size 141).
+ */
 void ab_report_title(char *buf, size_t size, const struct ab_report *rep);
 /* Check run conclusion for an outcome ("success", "failure", "cancelled", "timed_out"). */
 const char *ab_report_conclusion(const char *outcome);
+/* Commit status state for an outcome ("success", "failure", "error"), when check runs are unavailable. */
+const char *ab_report_status_state(const char *outcome);
 
 #endif

@@ -6,20 +6,21 @@
  */
 #define _GNU_SOURCE
 #include "reporter.h"
+#include "verdict.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "fs.h"
 #include "log.h"
 
 #define CREATE_TRIES 4            /* look-up + create rounds for a non-idempotent create */
 #define LIST_MAX 20000            /* comments / labels / check runs read per PR at most */
+#define STATUS_DESCRIPTION_MAX 140 /* GitHub's cap on a commit status description, in characters */
 
 struct ab_reporter {
 	ab_gh *gh;                    /* NULL: directory backend */
@@ -78,23 +79,6 @@ static char *now_iso(char *buf, size_t size)
 
 /* ---- directory backend ---- */
 
-static int mkdirs(const char *path)
-{
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return ab_error_errno("reporter: mkdir %s", buf);
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return ab_error_errno("reporter: mkdir %s", buf);
-	return 0;
-}
-
 static int pr_dir(const ab_reporter *r, char *buf, size_t size, const char *repo, int pr)
 {
 	if (!r->per_pr) {
@@ -113,7 +97,7 @@ static int pr_dir(const ab_reporter *r, char *buf, size_t size, const char *repo
 		flat[o] = '\0';
 		snprintf(buf, size, "%s/%s/pr-%d", r->dir, flat, pr);
 	}
-	return mkdirs(buf);
+	return ab_fs_mkdirs(buf);
 }
 
 /* Writes text to dir/name atomically (temp file + rename). */
@@ -168,54 +152,52 @@ static json_t *check_run_body(const ab_reporter *r, const struct ab_report_targe
 	return j;
 }
 
-static int dir_publish(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep, unsigned *io_done,
-		       int (*mark)(void *, unsigned), void *payload)
+/* Writes text (or j, when text is NULL) as dir/name in the PR's directory. */
+static int dir_write(const ab_reporter *r, const struct ab_report_target *t, const char *name, const char *text, json_t *j)
 {
 	char dir[4096];
-	char *summary = NULL, *comment = NULL;
-	json_t *check = NULL, *labels = NULL, *labels_doc = NULL;
-	int error = -1;
-
 	if (pr_dir(r, dir, sizeof(dir), t->repo, t->pr) < 0)
 		return -1;
-	if (ab_report_summary(&summary, t, rep) < 0 || ab_report_comment_body(&comment, t, rep) < 0)
-		goto cleanup;
-	if (!(*io_done & AB_REPORT_CHECK)) {
-		if (!(check = check_run_body(r, t, rep, summary)) || write_json(dir, "check_run.json", check) < 0)
-			goto cleanup;
-		*io_done |= AB_REPORT_CHECK;
-		if (mark && mark(payload, AB_REPORT_CHECK) < 0)
-			goto cleanup;
-	}
-	if (!rep->current)
-		*io_done |= AB_REPORT_COMMENT | AB_REPORT_LABELS;
-	if (!(*io_done & AB_REPORT_COMMENT)) {
-		if (write_file(dir, "comment.md", comment) < 0)
-			goto cleanup;
-		*io_done |= AB_REPORT_COMMENT;
-		if (mark && mark(payload, AB_REPORT_COMMENT) < 0)
-			goto cleanup;
-	}
-	if (!(*io_done & AB_REPORT_LABELS)) {
-		labels = ab_report_labels(rep);
-		labels_doc = json_pack("{s:s, s:i, s:s, s:O, s:[ssss]}", "repo", t->repo, "pr", t->pr, "head_sha",
-				       t->head_sha, "labels", labels, "managed", "eval:*", "eval-*:*", "regression-*",
-				       "accuracy-regression");
-		if (!labels_doc || write_json(dir, "labels.json", labels_doc) < 0)
-			goto cleanup;
-		*io_done |= AB_REPORT_LABELS;
-		if (mark && mark(payload, AB_REPORT_LABELS) < 0)
-			goto cleanup;
-	}
-	error = 0;
-cleanup:
-	if (error && !ab_error_last()[0])
+	return text ? write_file(dir, name, text) : write_json(dir, name, j);
+}
+
+static int dir_check(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep)
+{
+	char *summary = NULL;
+	json_t *check = NULL;
+	int error = -1;
+
+	if (ab_report_summary(&summary, t, rep) < 0)
+		return -1;
+	if (!(check = check_run_body(r, t, rep, summary)))
 		ab_error_set("out of memory");
+	else
+		error = dir_write(r, t, "check_run.json", NULL, check);
 	free(summary);
-	free(comment);
 	json_decref(check);
+	return error;
+}
+
+static int dir_comment(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep)
+{
+	char *comment = NULL;
+	if (ab_report_comment_body(&comment, t, rep) < 0)
+		return -1;
+	int error = dir_write(r, t, "comment.md", comment, NULL);
+	free(comment);
+	return error;
+}
+
+static int dir_labels(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep)
+{
+	json_t *labels = ab_report_labels(rep), *doc;
+	int error;
+
+	doc = json_pack("{s:s, s:i, s:s, s:O, s:[ssss]}", "repo", t->repo, "pr", t->pr, "head_sha", t->head_sha, "labels",
+			labels, "managed", "eval:*", "eval-*:*", "regression-*", "accuracy-regression");
+	error = doc ? dir_write(r, t, "labels.json", NULL, doc) : ab_error_set("out of memory");
 	json_decref(labels);
-	json_decref(labels_doc);
+	json_decref(doc);
 	return error;
 }
 
@@ -294,15 +276,15 @@ static int create_check_run(ab_reporter *r, const struct ab_report_target *t, js
 	return error;
 }
 
+/* `description` is at most STATUS_DESCRIPTION_MAX bytes (ab_report_title cuts it to fit). */
 static int post_status(ab_reporter *r, const struct ab_report_target *t, const char *state, const char *description)
 {
-	char path[512], desc[141];
+	char path[512];
 	json_t *body;
 	int error;
 
 	snprintf(path, sizeof(path), "/repos/%s/statuses/%s", t->repo, t->head_sha);
-	snprintf(desc, sizeof(desc), "%s", description);  /* GitHub caps descriptions at 140 characters */
-	if (!(body = json_pack("{s:s, s:s, s:s}", "state", state, "context", r->check_name, "description", desc)))
+	if (!(body = json_pack("{s:s, s:s, s:s}", "state", state, "context", r->check_name, "description", description)))
 		return ab_error_set("out of memory");
 	error = ab_gh_request(r->gh, NULL, NULL, "POST", path, body, 0);
 	json_decref(body);
@@ -372,19 +354,16 @@ cleanup:
 static int complete_check(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep,
 			  int64_t *io_check_id, char **io_kind)
 {
-	char path[512], title[256];
+	char path[512], description[STATUS_DESCRIPTION_MAX + 1];
 	char *summary = NULL;
 	json_t *body = NULL;
 	int error = -1;
 
 	if (!*io_kind && set_kind(io_kind, checks_unavailable(r) ? "status" : "check") < 0)
 		return -1;
-	ab_report_title(title, sizeof(title), rep);
-	if (!strcmp(*io_kind, "status")) {
-		const char *state = !strcmp(rep->outcome, "pass") ? "success"
-				    : !strcmp(rep->outcome, "reject") ? "failure" : "error";
-		return post_status(r, t, state, title);
-	}
+	ab_report_title(description, sizeof(description), rep);
+	if (!strcmp(*io_kind, "status"))
+		return post_status(r, t, ab_report_status_state(rep->outcome), description);
 	if (ab_report_summary(&summary, t, rep) < 0)
 		return -1;
 	if (!(body = check_run_body(r, t, rep, summary))) {
@@ -408,8 +387,7 @@ static int complete_check(ab_reporter *r, const struct ab_report_target *t, cons
 	if (error == AB_ENOTFOUND) {
 		if (fall_back_to_status(r, io_kind) < 0)
 			goto cleanup;
-		error = post_status(r, t, !strcmp(rep->outcome, "pass") ? "success"
-					  : !strcmp(rep->outcome, "reject") ? "failure" : "error", title);
+		error = post_status(r, t, ab_report_status_state(rep->outcome), description);
 	}
 cleanup:
 	free(summary);
@@ -483,7 +461,9 @@ static int publish_comment(ab_reporter *r, const struct ab_report_target *t, con
 			goto cleanup;
 		error = ab_gh_request(r->gh, &reply, &status, "POST", path, body, AB_GH_NO_RETRY);
 		if (error == 0) {
-			id = json_integer_value(json_object_get(reply, "id"));
+			/* Without an id the comment cannot be updated: the retry finds it by its marker. */
+			if ((id = json_integer_value(json_object_get(reply, "id"))) <= 0)
+				error = ab_error_set("github: comment reply without id");
 			goto record;
 		}
 		if (error != AB_ERROR || (status && status < 500))
@@ -526,7 +506,7 @@ static int sync_labels(ab_reporter *r, const struct ab_report_target *t, const s
 		if (!name)
 			continue;
 		json_array_append_new(names, json_string(name));
-		if (!ab_report_label_managed(name) || in_array(want, name))
+		if (!ab_verdict_label_is_managed(name) || in_array(want, name))
 			continue;
 		char *esc = NULL;
 		if (ab_gh_escape(&esc, name) < 0)
@@ -557,39 +537,37 @@ cleanup:
 	return error;
 }
 
+/* A step landed: set its bit and tell the caller before the next step starts. */
+static int step_done(unsigned *io_done, unsigned bit, int (*mark)(void *, unsigned), void *payload)
+{
+	*io_done |= bit;
+	return mark ? mark(payload, bit) : 0;
+}
+
 int ab_reporter_publish(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep,
 			int64_t *io_check_id, char **io_kind, unsigned *io_done, int (*mark)(void *, unsigned),
 			void *payload)
 {
 	int error;
 
-	if (!r->gh)
-		return dir_publish(r, t, rep, io_done, mark, payload);
 	if (!(*io_done & AB_REPORT_CHECK)) {
-		if ((error = complete_check(r, t, rep, io_check_id, io_kind)) < 0)
+		error = r->gh ? complete_check(r, t, rep, io_check_id, io_kind) : dir_check(r, t, rep);
+		if (error < 0 || (error = step_done(io_done, AB_REPORT_CHECK, mark, payload)) < 0)
 			return error;
-		*io_done |= AB_REPORT_CHECK;
-		if (mark && mark(payload, AB_REPORT_CHECK) < 0)
-			return -1;
 	}
-	int has_verdict = !!strcmp(rep->outcome, "canceled") && !!strcmp(rep->outcome, "superseded");
-	if (!rep->current || !has_verdict) {
+	if (!rep->current || !ab_report_has_verdict(rep)) {
 		*io_done |= AB_REPORT_COMMENT | AB_REPORT_LABELS;  /* nothing to post as current */
 		return 0;
 	}
 	if (!(*io_done & AB_REPORT_COMMENT)) {
-		if ((error = publish_comment(r, t, rep)) < 0)
+		error = r->gh ? publish_comment(r, t, rep) : dir_comment(r, t, rep);
+		if (error < 0 || (error = step_done(io_done, AB_REPORT_COMMENT, mark, payload)) < 0)
 			return error;
-		*io_done |= AB_REPORT_COMMENT;
-		if (mark && mark(payload, AB_REPORT_COMMENT) < 0)
-			return -1;
 	}
 	if (!(*io_done & AB_REPORT_LABELS)) {
-		if ((error = sync_labels(r, t, rep)) < 0)
+		error = r->gh ? sync_labels(r, t, rep) : dir_labels(r, t, rep);
+		if (error < 0 || (error = step_done(io_done, AB_REPORT_LABELS, mark, payload)) < 0)
 			return error;
-		*io_done |= AB_REPORT_LABELS;
-		if (mark && mark(payload, AB_REPORT_LABELS) < 0)
-			return -1;
 	}
 	return 0;
 }

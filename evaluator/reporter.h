@@ -46,8 +46,9 @@ int ab_reporter_start(ab_reporter *r, const struct ab_report_target *t, int64_t 
 		      int retried);
 
 /*
- * Posts `rep`: completes the check run (or sets the final commit status), then, when rep->current,
- * updates or creates the sticky comment and syncs the labels. Steps whose AB_REPORT_* bit is set in
+ * Posts `rep`: completes the check run (or sets the final commit status), then, when rep->current
+ * and the outcome is a verdict (ab_report_has_verdict), updates or creates the sticky comment and
+ * syncs the labels. Both backends take the same steps. Steps whose AB_REPORT_* bit is set in
  * *io_done are skipped; each step that lands sets its bit and calls mark(payload, bit) (may be
  * NULL) before the next one starts. Returns 0 when every step is done, else the first error
  * (AB_ERATELIMIT: ab_gh_last_wait_s() says how long GitHub asked to wait).

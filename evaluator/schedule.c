@@ -105,14 +105,22 @@ static int corpus_open_json(struct corpus *c, const char *path)
 	json_t *root = NULL, *item;
 	json_error_t jerr;
 	unsigned char md[32];
+	struct stat st;
 	char *text = NULL;
-	size_t len = 0, i;
+	size_t len = 0, cap, i;
 	ssize_t got;
 	int error = AB_EINVALID;
 
-	if (!(text = malloc(JSON_CORPUS_MAX_BYTES + 1)))
+	if (fstat(c->fd, &st) < 0)
+		return ab_error_errno("corpus %s: stat failed", path);
+	if (st.st_size > (off_t)JSON_CORPUS_MAX_BYTES)
+		return ab_error_setc(AB_EINVALID, "corpus %s: larger than %u bytes; use the binary format", path,
+				     JSON_CORPUS_MAX_BYTES);
+	/* Read to one byte past the size, so that a file still growing is refused, not cut. */
+	cap = (size_t)st.st_size + 1;
+	if (!(text = malloc(cap)))
 		return ab_error_set("schedule: out of memory");
-	while (len <= JSON_CORPUS_MAX_BYTES && (got = read(c->fd, text + len, JSON_CORPUS_MAX_BYTES + 1 - len)) != 0) {
+	while (len < cap && (got = read(c->fd, text + len, cap - len)) != 0) {
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0) {
@@ -121,9 +129,8 @@ static int corpus_open_json(struct corpus *c, const char *path)
 		}
 		len += (size_t)got;
 	}
-	if (len > JSON_CORPUS_MAX_BYTES) {
-		ab_error_setc(AB_EINVALID, "corpus %s: larger than %u bytes; use the binary format", path,
-			      JSON_CORPUS_MAX_BYTES);
+	if (len == cap) {
+		ab_error_setc(AB_EINVALID, "corpus %s: changed while it was read", path);
 		goto cleanup;
 	}
 	if (!(root = json_loadb(text, len, 0, &jerr))) {

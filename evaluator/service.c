@@ -8,19 +8,18 @@
 #define _GNU_SOURCE
 #include "service.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "events.h"
+#include "fs.h"
 #include "github.h"
 #include "log.h"
 #include "metrics.h"
@@ -128,7 +127,7 @@ static void report_job(ab_service *svc, int64_t id)
 {
 	struct ab_job *job = NULL;
 	json_t *result = NULL;
-	char ext[512], note[256] = "";
+	char ext[512], note[512] = "";  /* run_job's notes fit whole */
 	int error;
 
 	if (ab_queue_job_get(svc->queue, &job, id) < 0) {
@@ -176,7 +175,7 @@ static void report_job(ab_service *svc, int64_t id)
 			rep.outcome);
 	goto cleanup;
 defer: {
-	/* GitHub's own wait is honoured as given; our backoff is capped at report_retry_max_s. */
+	/* GitHub's own wait is honoured (the client caps it at an hour); our backoff at report_retry_max_s. */
 	long delay = 10L << (job->report_attempts < 10 ? job->report_attempts : 10);
 	if (delay > svc->cfg->report_retry_max_s)
 		delay = svc->cfg->report_retry_max_s;
@@ -610,22 +609,6 @@ static void on_github_response(void *payload, const char *method, const char *pa
 
 /* ---- start / stop ---- */
 
-static int mkdir_p(const char *path)
-{
-	char buf[4096];
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *p = buf + 1; *p; p++)
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-				return ab_error_errno("service: mkdir %s", buf);
-			*p = '/';
-		}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return ab_error_errno("service: mkdir %s", buf);
-	return 0;
-}
-
 int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_eval_fn eval)
 {
 	ab_service *svc = NULL;
@@ -647,7 +630,7 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 	host[sizeof(host) - 1] = '\0';
 	snprintf(svc->owner_prefix, sizeof(svc->owner_prefix), "%.40s:%d", host, (int)getpid());
 
-	if (mkdir_p(cfg->state_dir) < 0)
+	if (ab_fs_mkdirs(cfg->state_dir) < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/serve.lock", cfg->state_dir);
 	if ((svc->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {

@@ -7,18 +7,17 @@
 #define _GNU_SOURCE
 #include "store.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "error.h"
+#include "fs.h"
 
 #define BUSY_TIMEOUT_MS 30000
 
@@ -145,25 +144,6 @@ static int run_simple(ab_store *store, enum statement which, const char *what)
 {
 	sqlite3_stmt *st = statement(store, which);
 	return st ? step_done(store, st, what) : AB_ERROR;
-}
-
-static int mkdir_p(const char *dir)
-{
-	char path[4096];
-	size_t i, len = strlen(dir);
-
-	if (len == 0 || len >= sizeof(path))
-		return ab_error_set("store: state directory path is empty or too long");
-	memcpy(path, dir, len + 1);
-	for (i = 1; i <= len; i++) {
-		if (path[i] != '/' && path[i] != '\0')
-			continue;
-		path[i] = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return ab_error_errno("store: cannot create %s", path);
-		path[i] = dir[i];
-	}
-	return 0;
 }
 
 static int read_version(int *out, ab_store *store)
@@ -305,8 +285,8 @@ int ab_store_open(ab_store **out, const char *state_dir)
 {
 	char path[4096];
 
-	if (mkdir_p(state_dir) < 0)
-		return AB_ERROR;
+	if (ab_fs_mkdirs(state_dir) < 0)
+		return ab_error_wrap(AB_ERROR, "store");
 	if ((size_t)snprintf(path, sizeof(path), "%s/abgate.db", state_dir) >= sizeof(path))
 		return ab_error_set("store: state directory path too long");
 	return ab_store_open_file(out, path);

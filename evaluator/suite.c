@@ -1,8 +1,8 @@
 /*
- * suite.c - strict parser for abgate.suite/1 files (see suite.h for the key table). A small path
- * stack follows the parse so every error names the key it is about ("speed.decode.contexts[2]");
- * each section is read by one function that checks for unknown keys first, then reads its keys
- * with typed getters that apply defaults and ranges.
+ * suite.c - strict parser for abgate.suite/1 files (see suite.h for the key table). Each section
+ * is read by one function that checks for unknown keys first, then reads its keys with jread.h's
+ * typed getters (defaults and ranges) and the suite's own (commands, names, contexts, strings with
+ * placeholders), so every error names the key it is about ("speed.decode.contexts[2]").
  */
 #define _GNU_SOURCE
 #include "suite.h"
@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +20,11 @@
 #include <openssl/evp.h>
 
 #include "error.h"
+#include "jread.h"
 
 #define STRING_MAX 4096      /* longest string value accepted */
 #define ARGV_MAX 256         /* most arguments in one command */
 #define LIST_MAX 256         /* most env vars, harness paths */
-#define MODELS_MAX 64
 #define CONTEXTS_MAX 64
 #define CONTEXT_LIMIT (1 << 24)
 
@@ -35,219 +34,24 @@ static const struct ab_suite_tier default_tiers[AB_SUITE_TIER_COUNT] = {
 };
 static const char *const known_placeholders[] = { "src", "build", "jobs", "state", "model" };
 
-struct parser {
-	const char *origin;   /* file name for messages, or NULL */
-	char path[512];       /* JSON path of the value being read */
-	size_t path_len;
-	int oom;              /* an allocation failed: the error is ours, not the file's */
-};
-
-/* --- paths and messages ------------------------------------------------------------------------ */
-
-/* Appends to the path; returns the old length for path_pop. */
-__attribute__((format(printf, 2, 3)))
-static size_t path_push(struct parser *p, const char *fmt, ...)
-{
-	size_t old = p->path_len;
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(p->path + old, sizeof(p->path) - old, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		p->path_len = old + (size_t)n < sizeof(p->path) ? old + (size_t)n : sizeof(p->path) - 1;
-	return old;
-}
-
-#define path_push_key(p, key) path_push((p), "%s%s", (p)->path_len ? "." : "", (key))
-#define path_push_index(p, index) path_push((p), "[%zu]", (size_t)(index))
-
-static void path_pop(struct parser *p, size_t old)
-{
-	p->path_len = old;
-	p->path[old] = '\0';
-}
-
-__attribute__((format(printf, 2, 3)))
-static int fail(struct parser *p, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return ab_error_setc(AB_EINVALID, "suite%s%s: %s%s%s", p->origin ? " " : "", p->origin ? p->origin : "",
-			     p->path, p->path_len ? ": " : "", msg);
-}
-
-/* A short, printable description of a JSON value for "got ..." (static buffer per parser call). */
-static const char *describe(const json_t *v, char *buf, size_t size)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return json_array_size(v) ? "an array" : "an empty array";
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	case JSON_NULL: return "null";
-	case JSON_INTEGER: snprintf(buf, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return buf;
-	case JSON_REAL: snprintf(buf, size, "%g", json_real_value(v)); return buf;
-	case JSON_STRING: {
-		size_t i, len = json_string_length(v);
-		snprintf(buf, size, "\"%.32s%s\"", json_string_value(v), len > 32 ? "..." : "");
-		for (i = 1; buf[i]; i++)   /* keep messages on one printable line */
-			if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
-				buf[i] = '?';
-		return buf;
-	}
-	}
-	return "?";
-}
-
-static int out_of_memory(struct parser *p)
-{
-	p->oom = 1;
-	return ab_error_set("suite: out of memory");
-}
-
-static int fail_type(struct parser *p, const char *expected, const json_t *got)
-{
-	char buf[48];
-	return fail(p, "expected %s, got %s", expected, describe(got, buf, sizeof(buf)));
-}
-
-/* Refuses keys of `obj` not in the NULL-terminated `allowed` list. */
-static int check_keys(struct parser *p, const json_t *obj, const char *const *allowed)
-{
-	const char *key;
-	json_t *value;
-
-	json_object_foreach((json_t *)obj, key, value) {
-		const char *const *a;
-		for (a = allowed; *a && strcmp(*a, key) != 0; a++)
-			;
-		if (!*a) {
-			char list[512] = "";
-			size_t used = 0;
-			for (a = allowed; *a && used < sizeof(list); a++)
-				used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", a == allowed ? "" : ", ", *a);
-			path_push_key(p, key);
-			return fail(p, "unknown key (expected one of: %s)", list);
-		}
-	}
-	return 0;
-}
-
-/* --- typed getters: each pushes the key onto the path while it reads ----------------------------- */
-
-/* The value of an optional key, NULL when absent or null. */
-static json_t *optional(const json_t *obj, const char *key)
-{
-	json_t *v = json_object_get(obj, key);
-	return json_is_null(v) ? NULL : v;
-}
-
-static int get_required(json_t **out, struct parser *p, const json_t *obj, const char *key)
-{
-	json_t *v = json_object_get(obj, key);
-	if (!v) {
-		size_t old = path_push_key(p, key);
-		int error = fail(p, "required key is missing");
-		path_pop(p, old);
-		return error;
-	}
-	*out = v;
-	return 0;
-}
-
-static int get_int(int *out, struct parser *p, const json_t *obj, const char *key, int def, int lo, int hi)
-{
-	json_t *v = optional(obj, key);
-	size_t old;
-	json_int_t x;
-
-	if (!v) {
-		*out = def;
-		return 0;
-	}
-	old = path_push_key(p, key);
-	x = json_is_integer(v) ? json_integer_value(v) : 0;
-	if (!json_is_integer(v) || x < lo || x > hi) {
-		char expected[96];
-		if (lo == 1 && hi == INT_MAX)
-			snprintf(expected, sizeof(expected), "a positive integer");
-		else
-			snprintf(expected, sizeof(expected), "an integer in [%d, %d]", lo, hi);
-		return fail_type(p, expected, v);
-	}
-	path_pop(p, old);
-	*out = (int)x;
-	return 0;
-}
-
-/* A number in the interval lo..hi; `bounds` is "[]", "[)", "(]" or "()" as in the message. */
-static int get_number(double *out, struct parser *p, const json_t *obj, const char *key, double def,
-		      double lo, double hi, const char *bounds)
-{
-	json_t *v = optional(obj, key);
-	size_t old;
-	double x;
-	int ok;
-
-	if (!v) {
-		*out = def;
-		return 0;
-	}
-	old = path_push_key(p, key);
-	x = json_number_value(v);
-	ok = json_is_number(v) && (bounds[0] == '[' ? x >= lo : x > lo) && (bounds[1] == ']' ? x <= hi : x < hi);
-	if (!ok) {
-		char expected[96];
-		if (hi == INFINITY)
-			snprintf(expected, sizeof(expected), "a number %s %g", bounds[0] == '[' ? ">=" : ">", lo);
-		else
-			snprintf(expected, sizeof(expected), "a number in %c%g, %g%c", bounds[0], lo, hi, bounds[1]);
-		return fail_type(p, expected, v);
-	}
-	path_pop(p, old);
-	*out = x;
-	return 0;
-}
-
-static int get_bool(int *out, struct parser *p, const json_t *obj, const char *key, int def)
-{
-	json_t *v = optional(obj, key);
-	size_t old;
-
-	if (!v) {
-		*out = def;
-		return 0;
-	}
-	old = path_push_key(p, key);
-	if (!json_is_boolean(v))
-		return fail_type(p, "true or false", v);
-	path_pop(p, old);
-	*out = json_is_true(v);
-	return 0;
-}
+/* --- suite values: strings, names, commands, contexts ---------------------------------------- */
 
 /* Checks a string value at the current path: non-empty, bounded, no NUL, known placeholders. */
-static int check_string(struct parser *p, const json_t *v)
+static int check_string(struct ab_jread *p, const json_t *v)
 {
 	const char *s, *c;
 	size_t len;
 
 	if (!json_is_string(v))
-		return fail_type(p, "a string", v);
+		return ab_jread_fail_type(p, "a string", v);
 	s = json_string_value(v);
 	len = json_string_length(v);
 	if (len == 0)
-		return fail(p, "expected a non-empty string");
+		return ab_jread_fail(p, "expected a non-empty string");
 	if (len > STRING_MAX)
-		return fail(p, "string longer than %d bytes", STRING_MAX);
+		return ab_jread_fail(p, "string longer than %d bytes", STRING_MAX);
 	if (strlen(s) != len)
-		return fail(p, "string contains a NUL character");
+		return ab_jread_fail(p, "string contains a NUL character");
 	/* {name} in lower case is a placeholder; ${NAME} and anything else with braces is left alone. */
 	for (c = strchr(s, '{'); c; c = strchr(c + 1, '{')) {
 		size_t n = strspn(c + 1, "abcdefghijklmnopqrstuvwxyz_"), i;
@@ -257,15 +61,15 @@ static int check_string(struct parser *p, const json_t *v)
 			if (strlen(known_placeholders[i]) == n && strncmp(known_placeholders[i], c + 1, n) == 0)
 				break;
 		if (i == sizeof(known_placeholders) / sizeof(*known_placeholders))
-			return fail(p, "unknown placeholder {%.*s} (known: {src} {build} {jobs} {state} {model})",
+			return ab_jread_fail(p, "unknown placeholder {%.*s} (known: {src} {build} {jobs} {state} {model})",
 				    (int)n, c + 1);
 	}
 	return 0;
 }
 
-static int get_string(char **out, struct parser *p, const json_t *obj, const char *key, int required)
+static int get_string(char **out, struct ab_jread *p, const json_t *obj, const char *key, int required)
 {
-	json_t *v = optional(obj, key);
+	json_t *v = ab_jread_optional(obj, key);
 	size_t old;
 	char *copy;
 
@@ -273,14 +77,14 @@ static int get_string(char **out, struct parser *p, const json_t *obj, const cha
 		*out = NULL;
 		return 0;
 	}
-	if (get_required(&v, p, obj, key) < 0)
+	if (ab_jread_required(&v, p, obj, key) < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, key);
+	old = ab_jread_push_key(p, key);
 	if (check_string(p, v) < 0)
 		return AB_EINVALID;
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	if (!(copy = strdup(json_string_value(v))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	*out = copy;
 	return 0;
 }
@@ -292,111 +96,107 @@ static int valid_name(const char *s)
 	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
 }
 
-static int get_name(char out[AB_SUITE_NAME_MAX], struct parser *p, const json_t *obj, const char *key)
+static int get_name(char out[AB_SUITE_NAME_MAX], struct ab_jread *p, const json_t *obj, const char *key)
 {
 	json_t *v = NULL;
 	size_t old;
 
-	if (get_required(&v, p, obj, key) < 0)
+	if (ab_jread_required(&v, p, obj, key) < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, key);
+	old = ab_jread_push_key(p, key);
 	if (!json_is_string(v) || !valid_name(json_string_value(v)) || strlen(json_string_value(v)) != json_string_length(v))
-		return fail_type(p, "a name of 1-63 characters from [A-Za-z0-9._-]", v);
-	path_pop(p, old);
+		return ab_jread_fail_type(p, "a name of 1-63 characters from [A-Za-z0-9._-]", v);
+	ab_jread_pop(p, old);
 	memcpy(out, json_string_value(v), json_string_length(v) + 1);
 	return 0;
 }
 
-static int get_argv(struct ab_suite_argv *out, struct parser *p, const json_t *obj, const char *key, int required)
+static int get_argv(struct ab_suite_argv *out, struct ab_jread *p, const json_t *obj, const char *key,
+	int required)
 {
-	json_t *v = optional(obj, key), *item;
+	json_t *v = ab_jread_optional(obj, key), *item;
 	size_t old, i, n;
 
 	if (!v && !required)
 		return 0;
-	if (get_required(&v, p, obj, key) < 0)
+	if (ab_jread_required(&v, p, obj, key) < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, key);
+	old = ab_jread_push_key(p, key);
 	n = json_array_size(v);
 	if (!json_is_array(v) || n == 0)
-		return fail_type(p, "a non-empty array of strings (a command and its arguments)", v);
+		return ab_jread_fail_type(p, "a non-empty array of strings (a command and its arguments)", v);
 	if (n > ARGV_MAX)
-		return fail(p, "more than %d arguments", ARGV_MAX);
+		return ab_jread_fail(p, "more than %d arguments", ARGV_MAX);
 	if (!(out->argv = calloc(n + 1, sizeof(char *))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	json_array_foreach(v, i, item) {
-		size_t old_index = path_push_index(p, i);
+		size_t old_index = ab_jread_push_index(p, i);
 		if (check_string(p, item) < 0)
 			return AB_EINVALID;
 		if (!(out->argv[i] = strdup(json_string_value(item))))
-			return out_of_memory(p);
+			return ab_jread_oom(p);
 		out->argc = (int)i + 1;
-		path_pop(p, old_index);
+		ab_jread_pop(p, old_index);
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int get_contexts(int **out, int *out_count, struct parser *p, const json_t *obj)
+static int get_contexts(int **out, int *out_count, struct ab_jread *p, const json_t *obj)
 {
-	json_t *v = optional(obj, "contexts"), *item;
+	json_t *v = ab_jread_optional(obj, "contexts"), *item;
 	size_t old, old_list, i, j, n;
 
 	if (!v)
 		return 0;
-	old = path_push_key(p, "contexts");
+	old = ab_jread_push_key(p, "contexts");
 	old_list = p->path_len;
 	n = json_array_size(v);
 	if (!json_is_array(v))
-		return fail_type(p, "an array of positive integers", v);
+		return ab_jread_fail_type(p, "an array of positive integers", v);
 	if (n > CONTEXTS_MAX)
-		return fail(p, "more than %d contexts", CONTEXTS_MAX);
+		return ab_jread_fail(p, "more than %d contexts", CONTEXTS_MAX);
 	if (n && !(*out = calloc(n, sizeof(int))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	json_array_foreach(v, i, item) {
 		json_int_t x = json_is_integer(item) ? json_integer_value(item) : 0;
-		path_push_index(p, i);
+		ab_jread_push_index(p, i);
 		if (!json_is_integer(item) || x < 1 || x > CONTEXT_LIMIT)
-			return fail_type(p, "a positive integer (at most 16777216)", item);
+			return ab_jread_fail_type(p, "a positive integer (at most 16777216)", item);
 		for (j = 0; j < i; j++)
 			if ((*out)[j] == (int)x)
-				return fail(p, "context %d is listed twice", (int)x);
+				return ab_jread_fail(p, "context %d is listed twice", (int)x);
 		(*out)[i] = (int)x;
 		*out_count = (int)i + 1;
-		path_pop(p, old_list);
+		ab_jread_pop(p, old_list);
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
 /* --- sections ------------------------------------------------------------------------------------ */
 
-static int expect_object(struct parser *p, const json_t *v)
+static int parse_env(struct ab_suite_sut *sut, struct ab_jread *p, const json_t *obj)
 {
-	return json_is_object(v) ? 0 : fail_type(p, "an object", v);
-}
-
-static int parse_env(struct ab_suite_sut *sut, struct parser *p, const json_t *obj)
-{
-	json_t *v = optional(obj, "env"), *value;
+	json_t *v = ab_jread_optional(obj, "env"), *value;
 	const char *key;
 	size_t old, n;
 
 	if (!v)
 		return 0;
-	old = path_push_key(p, "env");
-	if (expect_object(p, v) < 0)
+	old = ab_jread_push_key(p, "env");
+	if (ab_jread_object(p, v) < 0)
 		return AB_EINVALID;
 	if ((n = json_object_size(v)) > LIST_MAX)
-		return fail(p, "more than %d variables", LIST_MAX);
+		return ab_jread_fail(p, "more than %d variables", LIST_MAX);
 	if (n && !(sut->env = calloc(n, sizeof(*sut->env))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	json_object_foreach(v, key, value) {
-		size_t old_key = path_push_key(p, key);
+		size_t old_key = ab_jread_push_key(p, key);
 		struct ab_suite_envvar *var = &sut->env[sut->env_count];
 		if (!key[0] || strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != strlen(key) ||
 		    (key[0] >= '0' && key[0] <= '9'))
-			return fail(p, "not a valid environment variable name");
+			return ab_jread_fail(p, "not a valid environment variable name");
 		if (json_is_string(value) && json_string_length(value) == 0)
 			var->value = strdup("");   /* an empty value is a legitimate setting */
 		else if (check_string(p, value) < 0)
@@ -407,131 +207,131 @@ static int parse_env(struct ab_suite_sut *sut, struct parser *p, const json_t *o
 		if (!var->name || !var->value) {
 			free(var->name);
 			free(var->value);
-			return out_of_memory(p);
+			return ab_jread_oom(p);
 		}
 		sut->env_count++;
-		path_pop(p, old_key);
+		ab_jread_pop(p, old_key);
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int parse_sut(struct ab_suite_sut *sut, struct parser *p, const json_t *v)
+static int parse_sut(struct ab_suite_sut *sut, struct ab_jread *p, const json_t *v)
 {
 	static const char *const keys[] = { "command", "env", "ready_timeout_s", "request_timeout_s", NULL };
 
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0 ||
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
 	    get_argv(&sut->command, p, v, "command", 1) < 0 ||
 	    parse_env(sut, p, v) < 0 ||
-	    get_int(&sut->ready_timeout_s, p, v, "ready_timeout_s", 120, 1, INT_MAX) < 0 ||
-	    get_int(&sut->request_timeout_s, p, v, "request_timeout_s", 300, 1, INT_MAX) < 0)
+	    ab_jread_int(&sut->ready_timeout_s, p, v, "ready_timeout_s", 120, 1, INT_MAX) < 0 ||
+	    ab_jread_int(&sut->request_timeout_s, p, v, "request_timeout_s", 300, 1, INT_MAX) < 0)
 		return AB_EINVALID;
 	return 0;
 }
 
-static int parse_build(struct ab_suite *suite, struct parser *p, const json_t *root)
+static int parse_build(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
 {
 	static const char *const keys[] = { "configure", "build", "timeout_s", NULL };
 	json_t *v = NULL;
 	size_t old;
 
-	if (get_required(&v, p, root, "build") < 0)
+	if (ab_jread_required(&v, p, root, "build") < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, "build");
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0 ||
+	old = ab_jread_push_key(p, "build");
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
 	    get_argv(&suite->configure, p, v, "configure", 0) < 0 ||
 	    get_argv(&suite->build, p, v, "build", 1) < 0 ||
-	    get_int(&suite->build_timeout_s, p, v, "timeout_s", 1800, 1, INT_MAX) < 0)
+	    ab_jread_int(&suite->build_timeout_s, p, v, "timeout_s", 1800, 1, INT_MAX) < 0)
 		return AB_EINVALID;
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int parse_model(struct ab_suite_model *model, struct parser *p, const json_t *v)
+static int parse_model(struct ab_suite_model *model, struct ab_jread *p, const json_t *v)
 {
 	static const char *const keys[] = { "name", "path", "generate", "sha256", "reference", "references", NULL };
 	json_t *sha, *ref, *refs;
 
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0 ||
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
 	    get_name(model->name, p, v, "name") < 0 ||
 	    get_string(&model->path, p, v, "path", 1) < 0 ||
 	    get_argv(&model->generate, p, v, "generate", 0) < 0)
 		return AB_EINVALID;
-	if ((sha = optional(v, "sha256"))) {
-		size_t old = path_push_key(p, "sha256"), i;
+	if ((sha = ab_jread_optional(v, "sha256"))) {
+		size_t old = ab_jread_push_key(p, "sha256"), i;
 		const char *s = json_string_value(sha);
 		if (!json_is_string(sha) || json_string_length(sha) != 64 || strspn(s, "0123456789abcdefABCDEF") != 64)
-			return fail_type(p, "64 hexadecimal digits or null", sha);
+			return ab_jread_fail_type(p, "64 hexadecimal digits or null", sha);
 		for (i = 0; i < 64; i++)
 			model->sha256[i] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
-		path_pop(p, old);
+		ab_jread_pop(p, old);
 	}
-	ref = optional(v, "reference");
-	refs = optional(v, "references");
+	ref = ab_jread_optional(v, "reference");
+	refs = ab_jread_optional(v, "references");
 	if (ref && refs)
-		return fail(p, "give either reference or references, not both");
+		return ab_jread_fail(p, "give either reference or references, not both");
 	if (ref) {
-		size_t old = path_push_key(p, "reference");
+		size_t old = ab_jread_push_key(p, "reference");
 		if (parse_sut(&model->refs[0].sut, p, ref) < 0)
 			return AB_EINVALID;
 		snprintf(model->refs[0].name, sizeof(model->refs[0].name), "reference");
 		model->ref_count = 1;
-		path_pop(p, old);
+		ab_jread_pop(p, old);
 	}
 	if (refs) {
-		size_t old = path_push_key(p, "references");
+		size_t old = ab_jread_push_key(p, "references");
 		const char *key;
 		json_t *sut;
-		if (expect_object(p, refs) < 0)
+		if (ab_jread_object(p, refs) < 0)
 			return AB_EINVALID;
 		if (json_object_size(refs) == 0 || json_object_size(refs) > AB_SUITE_REFS_MAX)
-			return fail(p, "expected 1 to 4 named references");
+			return ab_jread_fail(p, "expected 1 to 4 named references");
 		json_object_foreach(refs, key, sut) {
 			struct ab_suite_ref *r = &model->refs[model->ref_count];
-			size_t old_key = path_push_key(p, key);
+			size_t old_key = ab_jread_push_key(p, key);
 			if (!valid_name(key))
-				return fail(p, "reference names must match [A-Za-z0-9._-]{1,63}");
+				return ab_jread_fail(p, "reference names must match [A-Za-z0-9._-]{1,63}");
 			snprintf(r->name, sizeof(r->name), "%s", key);
 			if (parse_sut(&r->sut, p, sut) < 0)
 				return AB_EINVALID;
 			model->ref_count++;
-			path_pop(p, old_key);
+			ab_jread_pop(p, old_key);
 		}
-		path_pop(p, old);
+		ab_jread_pop(p, old);
 	}
 	model->has_reference = model->ref_count > 0;
 	return 0;
 }
 
-static int parse_models(struct ab_suite *suite, struct parser *p, const json_t *root)
+static int parse_models(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
 {
 	json_t *v = NULL, *item;
 	size_t old, i, n;
 	int j;
 
-	if (get_required(&v, p, root, "models") < 0)
+	if (ab_jread_required(&v, p, root, "models") < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, "models");
+	old = ab_jread_push_key(p, "models");
 	n = json_array_size(v);
 	if (!json_is_array(v) || n == 0)
-		return fail_type(p, "a non-empty array of models", v);
-	if (n > MODELS_MAX)
-		return fail(p, "more than %d models", MODELS_MAX);
+		return ab_jread_fail_type(p, "a non-empty array of models", v);
+	if (n > AB_SUITE_MODELS_MAX)
+		return ab_jread_fail(p, "more than %d models", AB_SUITE_MODELS_MAX);
 	if (!(suite->models = calloc(n, sizeof(*suite->models))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	json_array_foreach(v, i, item) {
-		size_t old_index = path_push_index(p, i);
+		size_t old_index = ab_jread_push_index(p, i);
 		suite->model_count = (int)i + 1;   /* counted first: a half-parsed model is freed too */
 		if (parse_model(&suite->models[i], p, item) < 0)
 			return AB_EINVALID;
 		for (j = 0; j < (int)i; j++)
 			if (strcmp(suite->models[j].name, suite->models[i].name) == 0) {
-				path_push_key(p, "name");
-				return fail(p, "model name \"%s\" is used twice", suite->models[i].name);
+				ab_jread_push_key(p, "name");
+				return ab_jread_fail(p, "model name \"%s\" is used twice", suite->models[i].name);
 			}
-		path_pop(p, old_index);
+		ab_jread_pop(p, old_index);
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
@@ -540,7 +340,7 @@ static int round_up_even(int x)
 	return x + (x & 1);
 }
 
-static int parse_speed(struct ab_suite_speed *speed, struct parser *p, const json_t *root)
+static int parse_speed(struct ab_suite_speed *speed, struct ab_jread *p, const json_t *root)
 {
 	static const char *const keys[] = { "decode", "prefill", "pairs_min", "pairs_max", "confirm_pairs", "margin",
 					     "regression_ratio", "alpha", "max_failed_fraction", "method", NULL };
@@ -549,64 +349,75 @@ static int parse_speed(struct ab_suite_speed *speed, struct parser *p, const jso
 	json_t *v = NULL, *decode, *prefill, *method;
 	size_t old, old_sub;
 
-	if (get_required(&v, p, root, "speed") < 0)
+	if (ab_jread_required(&v, p, root, "speed") < 0)
 		return AB_EINVALID;
-	old = path_push_key(p, "speed");
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0)
+	old = ab_jread_push_key(p, "speed");
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0)
 		return AB_EINVALID;
 	speed->gen_tokens = 128;
-	if ((decode = optional(v, "decode"))) {
-		old_sub = path_push_key(p, "decode");
-		if (expect_object(p, decode) < 0 || check_keys(p, decode, decode_keys) < 0 ||
+	if ((decode = ab_jread_optional(v, "decode"))) {
+		old_sub = ab_jread_push_key(p, "decode");
+		if (ab_jread_object(p, decode) < 0 || ab_jread_keys(p, decode, decode_keys) < 0 ||
 		    get_contexts(&speed->decode_contexts, &speed->decode_count, p, decode) < 0 ||
-		    get_int(&speed->gen_tokens, p, decode, "gen_tokens", 128, 2, 1 << 20) < 0)
+		    ab_jread_int(&speed->gen_tokens, p, decode, "gen_tokens", 128, 2, 1 << 20) < 0)
 			return AB_EINVALID;
-		path_pop(p, old_sub);
+		ab_jread_pop(p, old_sub);
 	}
-	if ((prefill = optional(v, "prefill"))) {
-		old_sub = path_push_key(p, "prefill");
-		if (expect_object(p, prefill) < 0 || check_keys(p, prefill, prefill_keys) < 0 ||
+	if ((prefill = ab_jread_optional(v, "prefill"))) {
+		old_sub = ab_jread_push_key(p, "prefill");
+		if (ab_jread_object(p, prefill) < 0 || ab_jread_keys(p, prefill, prefill_keys) < 0 ||
 		    get_contexts(&speed->prefill_contexts, &speed->prefill_count, p, prefill) < 0)
 			return AB_EINVALID;
-		path_pop(p, old_sub);
+		ab_jread_pop(p, old_sub);
 	}
 	if (speed->decode_count + speed->prefill_count == 0)
-		return fail(p, "no workload: give decode.contexts and/or prefill.contexts");
-	if (get_int(&speed->pairs_min, p, v, "pairs_min", 6, 2, 10000) < 0 ||
-	    get_int(&speed->pairs_max, p, v, "pairs_max", speed->pairs_min > 16 ? speed->pairs_min : 16, 2, 10000) < 0 ||
-	    get_int(&speed->confirm_pairs, p, v, "confirm_pairs", 6, 0, 10000) < 0 ||
-	    get_number(&speed->margin, p, v, "margin", 0.01, 0, 0.5, "[)") < 0 ||
-	    get_number(&speed->regression_ratio, p, v, "regression_ratio", 0.98, 0, 1, "(]") < 0 ||
-	    get_number(&speed->alpha, p, v, "alpha", 0.05, 0, 0.5, "()") < 0 ||
-	    get_number(&speed->max_failed_fraction, p, v, "max_failed_fraction", 0.25, 0, 1, "[)") < 0)
+		return ab_jread_fail(p, "no workload: give decode.contexts and/or prefill.contexts");
+	int distinct = speed->decode_count;
+	for (int i = 0; i < speed->prefill_count; i++) {
+		int seen = 0;
+		for (int j = 0; j < speed->decode_count; j++)
+			seen |= speed->decode_contexts[j] == speed->prefill_contexts[i];
+		distinct += !seen;
+	}
+	if (distinct > AB_SUITE_CONTEXTS_MAX)
+		return ab_jread_fail(p, "%d distinct contexts in decode and prefill together; at most %d",
+			distinct, AB_SUITE_CONTEXTS_MAX);
+	if (ab_jread_int(&speed->pairs_min, p, v, "pairs_min", 6, 2, 10000) < 0 ||
+	    ab_jread_int(&speed->pairs_max, p, v, "pairs_max", speed->pairs_min > 16 ? speed->pairs_min : 16, 2,
+	                 10000) < 0 ||
+	    ab_jread_int(&speed->confirm_pairs, p, v, "confirm_pairs", 6, 0, 10000) < 0 ||
+	    ab_jread_number(&speed->margin, p, v, "margin", 0.01, 0, 0.5, "[)") < 0 ||
+	    ab_jread_number(&speed->regression_ratio, p, v, "regression_ratio", 0.98, 0, 1, "(]") < 0 ||
+	    ab_jread_number(&speed->alpha, p, v, "alpha", 0.05, 0, 0.5, "()") < 0 ||
+	    ab_jread_number(&speed->max_failed_fraction, p, v, "max_failed_fraction", 0.25, 0, 1, "[)") < 0)
 		return AB_EINVALID;
 	/* Balance (as many AB as BA pairs) holds only at even counts, so every budget is even. */
 	speed->pairs_min = round_up_even(speed->pairs_min);
 	speed->pairs_max = round_up_even(speed->pairs_max);
 	speed->confirm_pairs = round_up_even(speed->confirm_pairs);
 	if (speed->pairs_max < speed->pairs_min) {
-		path_push_key(p, "pairs_max");
-		return fail(p, "pairs_max (%d) is below pairs_min (%d)", speed->pairs_max, speed->pairs_min);
+		ab_jread_push_key(p, "pairs_max");
+		return ab_jread_fail(p, "pairs_max (%d) is below pairs_min (%d)", speed->pairs_max, speed->pairs_min);
 	}
 	speed->method = AB_SUITE_METHOD_WILCOXON;
-	if ((method = optional(v, "method"))) {
-		old_sub = path_push_key(p, "method");
+	if ((method = ab_jread_optional(v, "method"))) {
+		old_sub = ab_jread_push_key(p, "method");
 		if (json_is_string(method) && strcmp(json_string_value(method), "bootstrap") == 0)
 			speed->method = AB_SUITE_METHOD_BOOTSTRAP;
 		else if (!json_is_string(method) || strcmp(json_string_value(method), "wilcoxon") != 0)
-			return fail_type(p, "\"wilcoxon\" or \"bootstrap\"", method);
-		path_pop(p, old_sub);
+			return ab_jread_fail_type(p, "\"wilcoxon\" or \"bootstrap\"", method);
+		ab_jread_pop(p, old_sub);
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int parse_accuracy(struct ab_suite *suite, struct parser *p, const json_t *root)
+static int parse_accuracy(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
 {
 	static const char *const keys[] = { "enabled", "windows", "window_len", "score_from", "top_k", "corpus",
 					     "top1_min", "kl_max", "top1_drop_max", "kl_rise_max", "kl_rise_rel", "greedy_check", NULL };
 	struct ab_suite_accuracy *acc = &suite->accuracy;
-	json_t *v = optional(root, "accuracy");
+	json_t *v = ab_jread_optional(root, "accuracy");
 	size_t old;
 	int i, any_reference = 0;
 
@@ -614,87 +425,87 @@ static int parse_accuracy(struct ab_suite *suite, struct parser *p, const json_t
 	*acc = (struct ab_suite_accuracy){ 0, 4, 256, 128, 32, NULL, 0.90, 0.20, 0.01, 0.02, 0, 1 };
 	if (!v)
 		return 0;
-	old = path_push_key(p, "accuracy");
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0 ||
-	    get_bool(&acc->enabled, p, v, "enabled", 1) < 0 ||
-	    get_int(&acc->windows, p, v, "windows", 4, 1, 4096) < 0 ||
-	    get_int(&acc->window_len, p, v, "window_len", 256, 2, 1 << 20) < 0 ||
-	    get_int(&acc->score_from, p, v, "score_from", acc->window_len / 2, 0, acc->window_len - 1) < 0 ||
-	    get_int(&acc->top_k, p, v, "top_k", 32, 1, 1024) < 0 ||
+	old = ab_jread_push_key(p, "accuracy");
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
+	    ab_jread_bool(&acc->enabled, p, v, "enabled", 1) < 0 ||
+	    ab_jread_int(&acc->windows, p, v, "windows", 4, 1, 4096) < 0 ||
+	    ab_jread_int(&acc->window_len, p, v, "window_len", 256, 2, 1 << 20) < 0 ||
+	    ab_jread_int(&acc->score_from, p, v, "score_from", acc->window_len / 2, 0, acc->window_len - 1) < 0 ||
+	    ab_jread_int(&acc->top_k, p, v, "top_k", 32, 1, 1024) < 0 ||
 	    get_string(&acc->corpus, p, v, "corpus", 0) < 0 ||
-	    get_number(&acc->top1_min, p, v, "top1_min", 0.90, 0, 1, "[]") < 0 ||
-	    get_number(&acc->kl_max, p, v, "kl_max", 0.20, 0, INFINITY, "[)") < 0 ||
-	    get_number(&acc->top1_drop_max, p, v, "top1_drop_max", 0.01, 0, 1, "[]") < 0 ||
-	    get_number(&acc->kl_rise_max, p, v, "kl_rise_max", 0.02, 0, INFINITY, "[)") < 0 ||
-	    get_number(&acc->kl_rise_rel, p, v, "kl_rise_rel", 0, 0, INFINITY, "[)") < 0 ||
-	    get_bool(&acc->greedy_check, p, v, "greedy_check", 1) < 0)
+	    ab_jread_number(&acc->top1_min, p, v, "top1_min", 0.90, 0, 1, "[]") < 0 ||
+	    ab_jread_number(&acc->kl_max, p, v, "kl_max", 0.20, 0, INFINITY, "[)") < 0 ||
+	    ab_jread_number(&acc->top1_drop_max, p, v, "top1_drop_max", 0.01, 0, 1, "[]") < 0 ||
+	    ab_jread_number(&acc->kl_rise_max, p, v, "kl_rise_max", 0.02, 0, INFINITY, "[)") < 0 ||
+	    ab_jread_number(&acc->kl_rise_rel, p, v, "kl_rise_rel", 0, 0, INFINITY, "[)") < 0 ||
+	    ab_jread_bool(&acc->greedy_check, p, v, "greedy_check", 1) < 0)
 		return AB_EINVALID;
 	for (i = 0; i < suite->model_count; i++)
 		any_reference |= suite->models[i].has_reference;
 	if (acc->enabled && !any_reference)
-		return fail(p, "accuracy is enabled but no model has a reference");
-	path_pop(p, old);
+		return ab_jread_fail(p, "accuracy is enabled but no model has a reference");
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int parse_tiers(struct ab_suite *suite, struct parser *p, const json_t *root)
+static int parse_tiers(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
 {
 	static const char *const keys[] = { "XS", "S", "M", "L", "XL", NULL };
-	json_t *v = optional(root, "tiers");
+	json_t *v = ab_jread_optional(root, "tiers");
 	size_t old;
 	int i;
 
 	memcpy(suite->tiers, default_tiers, sizeof(default_tiers));
 	if (!v)
 		return 0;
-	old = path_push_key(p, "tiers");
-	if (expect_object(p, v) < 0 || check_keys(p, v, keys) < 0)
+	old = ab_jread_push_key(p, "tiers");
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0)
 		return AB_EINVALID;
 	for (i = 0; i < AB_SUITE_TIER_COUNT; i++) {
 		struct ab_suite_tier *t = &suite->tiers[i];
-		if (get_number(&t->min_gain, p, v, t->name, t->min_gain, 0, 10, "()") < 0)
+		if (ab_jread_number(&t->min_gain, p, v, t->name, t->min_gain, 0, 10, "()") < 0)
 			return AB_EINVALID;
 		if (i > 0 && t->min_gain <= suite->tiers[i - 1].min_gain) {
-			path_push_key(p, t->name);
-			return fail(p, "tier thresholds must increase: %s %g is not above %s %g", t->name, t->min_gain,
+			ab_jread_push_key(p, t->name);
+			return ab_jread_fail(p, "tier thresholds must increase: %s %g is not above %s %g", t->name, t->min_gain,
 				    suite->tiers[i - 1].name, suite->tiers[i - 1].min_gain);
 		}
 	}
-	path_pop(p, old);
+	ab_jread_pop(p, old);
 	return 0;
 }
 
-static int parse_harness_paths(struct ab_suite *suite, struct parser *p, const json_t *root)
+static int parse_harness_paths(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
 {
-	json_t *v = optional(root, "harness_paths"), *item;
+	json_t *v = ab_jread_optional(root, "harness_paths"), *item;
 	size_t old, i, n = sizeof(default_harness_paths) / sizeof(*default_harness_paths);
 
 	if (v) {
-		old = path_push_key(p, "harness_paths");
+		old = ab_jread_push_key(p, "harness_paths");
 		if (!json_is_array(v))
-			return fail_type(p, "an array of relative paths", v);
+			return ab_jread_fail_type(p, "an array of relative paths", v);
 		if ((n = json_array_size(v)) > LIST_MAX)
-			return fail(p, "more than %d paths", LIST_MAX);
-		path_pop(p, old);
+			return ab_jread_fail(p, "more than %d paths", LIST_MAX);
+		ab_jread_pop(p, old);
 	}
 	if (n && !(suite->harness_paths = calloc(n, sizeof(char *))))
-		return out_of_memory(p);
+		return ab_jread_oom(p);
 	for (i = 0; i < n; i++) {
 		const char *s = v ? NULL : default_harness_paths[i];
 		if (v) {
-			old = path_push_key(p, "harness_paths");
-			path_push_index(p, i);
+			old = ab_jread_push_key(p, "harness_paths");
+			ab_jread_push_index(p, i);
 			item = json_array_get(v, i);
 			if (check_string(p, item) < 0)
 				return AB_EINVALID;
 			s = json_string_value(item);
 			if (s[0] == '/' || strcmp(s, "..") == 0 || strncmp(s, "../", 3) == 0 || strstr(s, "/../") ||
 			    (strlen(s) >= 3 && strcmp(s + strlen(s) - 3, "/..") == 0))
-				return fail(p, "expected a path relative to the repository root without \"..\", got \"%s\"", s);
-			path_pop(p, old);
+				return ab_jread_fail(p, "expected a path relative to the repository root without \"..\", got \"%s\"", s);
+			ab_jread_pop(p, old);
 		}
 		if (!(suite->harness_paths[i] = strdup(s)))
-			return out_of_memory(p);
+			return ab_jread_oom(p);
 		suite->harness_path_count = (int)i + 1;
 	}
 	return 0;
@@ -746,26 +557,26 @@ int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, co
 {
 	static const char *const keys[] = { "schema", "name", "build", "sut", "models", "speed", "accuracy",
 					     "tiers", "harness_paths", NULL };
-	struct parser p = { origin, "", 0, 0 };
+	struct ab_jread p = { .what = "suite", .origin = origin };
 	struct ab_suite *suite = NULL;
 	json_t *root = NULL, *schema = NULL, *sut = NULL;
 	json_error_t jerr;
 	int error = AB_EINVALID;
 
 	if (len > AB_SUITE_MAX_BYTES) {
-		fail(&p, "file is %zu bytes, more than the %d-byte limit", len, AB_SUITE_MAX_BYTES);
+		ab_jread_fail(&p, "file is %zu bytes, more than the %d-byte limit", len, AB_SUITE_MAX_BYTES);
 		goto cleanup;
 	}
 	if (!(root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr))) {
-		fail(&p, "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+		ab_jread_fail(&p, "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
 		goto cleanup;
 	}
-	if (expect_object(&p, root) < 0 || check_keys(&p, root, keys) < 0 ||
-	    get_required(&schema, &p, root, "schema") < 0)
+	if (ab_jread_object(&p, root) < 0 || ab_jread_keys(&p, root, keys) < 0 ||
+	    ab_jread_required(&schema, &p, root, "schema") < 0)
 		goto cleanup;
 	if (!json_is_string(schema) || strcmp(json_string_value(schema), AB_SUITE_SCHEMA) != 0) {
-		path_push_key(&p, "schema");
-		fail_type(&p, "\"" AB_SUITE_SCHEMA "\"", schema);
+		ab_jread_push_key(&p, "schema");
+		ab_jread_fail_type(&p, "\"" AB_SUITE_SCHEMA "\"", schema);
 		goto cleanup;
 	}
 	if (!(suite = calloc(1, sizeof(*suite)))) {
@@ -774,12 +585,12 @@ int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, co
 	}
 	if (get_name(suite->name, &p, root, "name") < 0 ||
 	    parse_build(suite, &p, root) < 0 ||
-	    get_required(&sut, &p, root, "sut") < 0)
+	    ab_jread_required(&sut, &p, root, "sut") < 0)
 		goto cleanup;
-	path_push_key(&p, "sut");
+	ab_jread_push_key(&p, "sut");
 	if (parse_sut(&suite->sut, &p, sut) < 0)
 		goto cleanup;
-	path_pop(&p, 0);
+	ab_jread_pop(&p, 0);
 	if (parse_models(suite, &p, root) < 0 ||
 	    parse_speed(&suite->speed, &p, root) < 0 ||
 	    parse_accuracy(suite, &p, root) < 0 ||

@@ -16,7 +16,7 @@
  *   sut.env                   {NAME: string}                     {} (added to the inherited env)
  *   sut.ready_timeout_s       int > 0                            120
  *   sut.request_timeout_s     int > 0                            300
- *   models[]                  at least one, names unique
+ *   models[]                  1 to 16, names unique
  *     .name                   [A-Za-z0-9._-]{1,63}               required
  *     .path                   string                             required
  *     .generate               argv, run when path is missing     optional
@@ -86,6 +86,9 @@ struct ab_suite_sut {
 };
 
 #define AB_SUITE_REFS_MAX 4
+#define AB_SUITE_MODELS_MAX 16     /* an evaluation keeps per-model state in arrays of this size */
+#define AB_SUITE_CONTEXTS_MAX 32   /* distinct contexts of decode and prefill together (one SUT
+                                    * process measures them all) */
 
 /* A reference implementation for the accuracy gates: just another SUT, named. */
 struct ab_suite_ref {

@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,7 @@ static int sut_ended(ab_sut *s, struct ab_sut_fault *out, const char *during)
 	const char *sep = tail_line[0] ? "; stderr: " : "";
 	if (oom)
 		return sut_fail(s, out, AB_SUT_OOM, "out of memory during %s (%s)%s%s", during, desc, sep, tail_line);
-	if (st.signaled && st.signal_number == 9)
+	if (st.signaled && st.signal_number == SIGKILL)
 		return sut_fail(s, out, AB_SUT_CRASH,
 			"crashed during %s: %s, not sent by abgate (possibly the kernel OOM killer)%s%s",
 			during, desc, sep, tail_line);
@@ -183,8 +184,8 @@ static int load_object(json_t **out, const char *line, size_t len, size_t max_le
 	if (!obj || !json_is_object(obj)) {
 		snippet(snip, sizeof(snip), line, len);
 		json_decref(obj);
-		return ab_error_setc(AB_EINVALID, "%s: not a JSON object%s%s: '%s'", what, obj ? "" : " (",
-			obj ? "" : jerr.text, snip);
+		return ab_error_setc(AB_EINVALID, "%s: not a JSON object%s%s%s: '%s'", what, obj ? "" : " (",
+			obj ? "" : jerr.text, obj ? "" : ")", snip);
 	}
 	*out = obj;
 	return 0;

@@ -43,7 +43,11 @@
  *   oom_after N        on request N+1: "CUDA_ERROR_OUT_OF_MEMORY" on stderr, then SIGKILL itself
  *   wrong_id_after N   answer requests after N with the wrong id; -1 = off
  *   short_after N      return one token too few after N requests; -1 = off
+ *   diverge_at N       generated tokens from index N on differ from the default ones (a numerical
+ *                      change that flips greedy decoding); -1 = off
  *   score_noise S      deterministic perturbation of the score logits (0)
+ *   score_ascending 0|1 list each position's "top" entries least likely first (the protocol does
+ *                      not order them) (0)
  *   quit_exit C        exit code on quit (0)
  */
 #define _GNU_SOURCE
@@ -82,7 +86,8 @@ static struct setting settings[] = {
 	{"hang_after", -1, NULL}, {"ignore_term", 0, NULL}, {"garbage_after", -1, NULL},
 	{"huge_after", -1, NULL}, {"huge_bytes", 67108864, NULL}, {"error_after", -1, NULL},
 	{"oom_after", -1, NULL}, {"wrong_id_after", -1, NULL}, {"short_after", -1, NULL},
-	{"score_noise", 0, NULL}, {"quit_exit", 0, NULL},
+	{"diverge_at", -1, NULL}, {"score_noise", 0, NULL}, {"score_ascending", 0, NULL},
+	{"quit_exit", 0, NULL},
 };
 
 static struct setting *find_setting(const char *key, size_t len)
@@ -599,8 +604,11 @@ static void do_generate(const struct jv *req, const char *id)
 	int n_out = active("short_after") ? n - 1 : n;
 	uint64_t h = prompt_hash(prompt, prompt->n);
 	printf("{\"id\":%s,\"event\":\"done\",\"tokens\":[", active("wrong_id_after") ? "987654321" : id);
-	for (int i = 0; i < n_out; i++)
-		printf(i ? ",%d" : "%d", (int)(mix64(h + (uint64_t)i) % (uint64_t)vocab));
+	int diverge_at = (int)num("diverge_at");
+	for (int i = 0; i < n_out; i++) {
+		uint64_t t = mix64(h + (uint64_t)i) + (diverge_at >= 0 && i >= diverge_at);
+		printf(i ? ",%d" : "%d", (int)(t % (uint64_t)vocab));
+	}
 	printf("],\"stats\":{\"prefill_ms\":%.3f,\"decode_ms\":%.3f", (t_first - t0) * 1e3, (t_done - t_first) * 1e3);
 	if (spec && spec->type == J_BOOL && spec->num)
 		printf(",\"accept_mean\":1.0,\"target_steps\":%d", n);
@@ -676,20 +684,30 @@ static void do_score(const struct jv *req, const char *id)
 			return;
 		}
 	int k = top_k->num > vocab ? vocab : (int)top_k->num;
+	int32_t *top_ids = malloc((size_t)k * sizeof(*top_ids));
+	if (!top_ids) {
+		reply_error(id, "mock_sut: out of memory");
+		return;
+	}
 	printf("{\"id\":%s,\"event\":\"done\",\"positions\":[", id);
 	for (size_t p = from; p < prompt->n; p++) {
 		struct dist d;
 		make_dist(&d, prompt_hash(prompt, p + 1), vocab);
 		printf(p > from ? ",{\"top\":[" : "{\"top\":[");
+		/* The k most likely ids, most likely first: the peaks, then flat-tail ids in id order. */
 		int printed = 0;
-		for (int j = 0; j < d.n_peaks && printed < k; j++, printed++)
-			printf(printed ? ",[%d,%.6f]" : "[%d,%.6f]", d.ids[j], d.logit[j] - d.lse);
+		for (int j = 0; j < d.n_peaks && printed < k; j++)
+			top_ids[printed++] = d.ids[j];
 		for (int32_t t = 0; t < vocab && printed < k; t++) {
 			int peak = 0;
 			for (int j = 0; j < d.n_peaks; j++)
 				peak |= d.ids[j] == t;
 			if (!peak)
-				printf(printed++ ? ",[%d,%.6f]" : "[%d,%.6f]", t, -d.lse);
+				top_ids[printed++] = t;
+		}
+		for (int i = 0; i < printed; i++) {
+			int32_t t = top_ids[num("score_ascending") ? printed - 1 - i : i];
+			printf(i ? ",[%d,%.6f]" : "[%d,%.6f]", t, dist_logprob(&d, t));
 		}
 		printf("],\"ids\":[");
 		const struct jv *want = ids ? &ids->items[p - from] : NULL;
@@ -699,6 +717,7 @@ static void do_score(const struct jv *req, const char *id)
 	}
 	printf("]}\n");
 	fflush(stdout);
+	free(top_ids);
 }
 
 static void handle_line(char *line, size_t len)

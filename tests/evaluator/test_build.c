@@ -51,7 +51,7 @@ static void subst(void)
 static const char *make_src(void)
 {
 	const char *src = tu_path("src");
-	CHECK(ab_proc_mkdirs(src) == 0);
+	CHECK(ab_fs_mkdirs(src) == 0);
 	tu_write_file(tu_path("src/hello.txt"), "hello\n");
 	return src;
 }
@@ -157,7 +157,7 @@ static int count_lines(const char *path)
 {
 	char *text = NULL;
 	int n = 0;
-	if (ab_proc_file_tail(&text, path, 1 << 16) != 0)
+	if (ab_fs_tail(&text, path, 1 << 16, 0) != 0)
 		return 0;
 	for (char *p = text; *p; p++)
 		n += *p == '\n';

@@ -4,21 +4,13 @@
  * a hung nvidia-smi is killed at the deadline, a failing one is reported, a missing one is silent.
  */
 #define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
+
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "env.h"
-#include "error.h"
-
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); failures++; } \
-} while (0)
 
 static int write_script(const char *path, const char *body)
 {
@@ -64,8 +56,9 @@ static void test_env_host(void)
 	json_decref(env);
 }
 
-static void test_env_gpus(const char *dir)
+static void test_env_gpus(void)
 {
+	const char *dir = tu_tmpdir();
 	char smi[512];
 	struct ab_env_options opts = { .nvidia_smi = smi, .timeout_ms = 5000 };
 	json_t *env = NULL, *gpus, *g0, *g1;
@@ -128,19 +121,8 @@ static void test_env_gpus(const char *dir)
 	unlink(smi);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/abgate-test-env-XXXXXX";
-
-	if (!mkdtemp(dir))
-		return 1;
-	test_env_host();
-	test_env_gpus(dir);
-	rmdir(dir);
-	if (failures) {
-		fprintf(stderr, "test_env: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_env: ok\n");
-	return 0;
+	static const struct tu_case cases[] = { { "host", test_env_host }, { "gpus", test_env_gpus } };
+	return TU_RUN(argc, argv, cases);
 }

@@ -32,7 +32,7 @@ static void sh(const char *cwd, const char *script)
 	CHECK(ab_proc_run(&st, argv, git_env, cwd, log, 60000) == 0);
 	if (!ab_proc_status_ok(&st)) {
 		char *tail = NULL;
-		ab_proc_file_tail(&tail, log, 4000);
+		ab_fs_tail(&tail, log, 4000, 0);
 		fprintf(stderr, "fixture step failed: %s\n%s\n", script, tail ? tail : "");
 		exit(1);
 	}
@@ -41,7 +41,7 @@ static void sh(const char *cwd, const char *script)
 static void read_line_file(char *out, size_t cap, const char *path)
 {
 	char *text = NULL;
-	CHECK(ab_proc_file_tail(&text, path, 4096) == 0);
+	CHECK(ab_fs_tail(&text, path, 4096, 0) == 0);
 	snprintf(out, cap, "%s", text);
 	out[strcspn(out, "\n")] = '\0';
 	free(text);
@@ -53,7 +53,7 @@ static void make_fixture(struct fixture *fx)
 	char name[32];
 	snprintf(name, sizeof(name), "origin%d", made++);
 	snprintf(fx->dir, sizeof(fx->dir), "%s", tu_path(name));
-	CHECK(ab_proc_mkdirs(fx->dir) == 0);
+	CHECK(ab_fs_mkdirs(fx->dir) == 0);
 	sh(fx->dir,
 		"git init -q -b main .\n"
 		"mkdir -p guards src scripts\n"
@@ -188,7 +188,7 @@ static void expect_file(const char *dir, const char *rel, const char *content)
 {
 	char path[1024], *text = NULL;
 	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	CHECK(ab_proc_file_tail(&text, path, 1 << 16) == 0);
+	CHECK(ab_fs_tail(&text, path, 1 << 16, 0) == 0);
 	if (strcmp(text, content) != 0)
 		fprintf(stderr, "%s: got '%s', expected '%s'\n", path, text, content);
 	CHECK(strcmp(text, content) == 0);

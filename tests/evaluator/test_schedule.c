@@ -5,21 +5,12 @@
  * (contiguous, non-overlapping, reproducible) with their error cases.
  */
 #define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
+
 #include <unistd.h>
 
-#include "error.h"
 #include "sample.h"
 #include "schedule.h"
-
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-			       ab_error_last()); failures++; } \
-} while (0)
 
 static void test_schedule_balance(void)
 {
@@ -99,8 +90,9 @@ static int write_file(const char *path, const void *data, size_t len)
 	return ok;
 }
 
-static void test_schedule_windows(const char *dir)
+static void test_schedule_windows(void)
 {
+	const char *dir = tu_tmpdir();
 	char bin[512], json[512], odd[512], text[8192];
 	unsigned char bytes[4000];
 	struct ab_schedule_windows *w = NULL, *w2 = NULL;
@@ -187,6 +179,10 @@ static void test_schedule_windows(const char *dir)
 	CHECK(write_file(odd, "[1, -2, 3]", 10));
 	CHECK(ab_schedule_windows_make(&w, 1, "tiny", 1, 2, odd, 2000) == AB_EINVALID && !w);
 	CHECK(ab_schedule_windows_make(&w, 1, "tiny", 1, 2, "/nonexistent/corpus.bin", 2000) == AB_ENOTFOUND && !w);
+	const char *huge = tu_path("huge.json");           /* sparse: refused by its size, never read */
+	CHECK(write_file(huge, "", 0) && truncate(huge, ((off_t)256 << 20) + 1) == 0);
+	CHECK(ab_schedule_windows_make(&w, 1, "tiny", 1, 2, huge, 2000) == AB_EINVALID && !w);
+	CHECK(strstr(ab_error_last(), "use the binary format") != NULL);
 	CHECK(ab_schedule_windows_make(&w, 1, "tiny", 0, 2, NULL, 2000) == AB_EINVALID && !w);
 	n = unlink(bin) | unlink(json) | unlink(odd);
 	snprintf(odd, sizeof(odd), "%s/odd.bin", dir);
@@ -194,20 +190,11 @@ static void test_schedule_windows(const char *dir)
 	CHECK(n == 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/abgate-test-schedule-XXXXXX";
-
-	if (!mkdtemp(dir))
-		return 1;
-	test_schedule_balance();
-	test_schedule_prompts();
-	test_schedule_windows(dir);
-	rmdir(dir);
-	if (failures) {
-		fprintf(stderr, "test_schedule: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_schedule: ok\n");
-	return 0;
+	static const struct tu_case cases[] = {
+		{ "balance", test_schedule_balance }, { "prompts", test_schedule_prompts },
+		{ "windows", test_schedule_windows },
+	};
+	return TU_RUN(argc, argv, cases);
 }

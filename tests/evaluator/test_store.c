@@ -5,25 +5,16 @@
  * is refused. Everything happens in a temp state directory.
  */
 #define _GNU_SOURCE
+#include "testutil.h"
+
 #include <math.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
-#include "error.h"
 #include "store.h"
-
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-			       ab_error_last()); failures++; } \
-} while (0)
 
 static char state_dir[256];
 
@@ -266,7 +257,7 @@ static void concurrency(void)
 }
 
 /* Two processes opening one fresh file at once: it is created and migrated exactly once. */
-static void fresh_file_race(const char *tmp)
+static void fresh_file_race(void)
 {
 	char dir[512];
 	struct ab_store_eval_info info = { .trigger = "race" };
@@ -277,7 +268,7 @@ static void fresh_file_race(const char *tmp)
 	pid_t child;
 	int status = -1;
 
-	snprintf(dir, sizeof(dir), "%s/race", tmp);
+	snprintf(dir, sizeof(dir), "%s/race", tu_tmpdir());
 	child = fork();
 	if (child == 0) {
 		int ok = ab_store_open(&store, dir) == 0 && ab_store_eval_begin(&id, store, &info) == 0;
@@ -307,27 +298,16 @@ static void newer_schema_refused(void)
 	CHECK(ab_store_open(&store, path) < 0 && store == NULL);
 }
 
+/* The steps share one state directory, each starting from what the previous ones left. */
 int main(void)
 {
-	char tmp[] = "/tmp/abgate-test-store-XXXXXX", cmd[512];
-	int64_t first_id;
-
-	if (!mkdtemp(tmp))
-		return 1;
-	snprintf(state_dir, sizeof(state_dir), "%s/nested/state", tmp);   /* created by ab_store_open */
-	first_id = round_trip();
+	snprintf(state_dir, sizeof(state_dir), "%s/nested/state", tu_tmpdir());   /* created by ab_store_open */
+	int64_t first_id = round_trip();
 	history_and_cache(first_id);
 	wal_mode();
 	concurrency();
-	fresh_file_race(tmp);
+	fresh_file_race();
 	newer_schema_refused();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	if (system(cmd) != 0)
-		fprintf(stderr, "test_store: could not remove %s\n", tmp);
-	if (failures) {
-		fprintf(stderr, "test_store: %d failure(s)\n", failures);
-		return 1;
-	}
 	printf("test_store: ok\n");
 	return 0;
 }

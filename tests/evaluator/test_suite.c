@@ -3,21 +3,15 @@
  * trip through ab_suite_to_json, defaults are filled in, and every kind of invalid suite (unknown
  * key at any depth, wrong type, bad range, missing key, bad JSON) is refused with its JSON path.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
+
 #include <unistd.h>
 
 #include <jansson.h>
 
-#include "error.h"
 #include "suite.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); failures++; } \
-} while (0)
+static char source_dir[1024];   /* the source tree, for guards/cpu.json */
 
 static const char *minimal_suite =
 	"{\"schema\":\"abgate.suite/1\",\"name\":\"mini\","
@@ -98,7 +92,7 @@ static void expect_invalid(const char *base, const char *path, json_t *value, co
 	if (rc != AB_EINVALID || suite || !strstr(ab_error_last(), want1) || (want2 && !strstr(ab_error_last(), want2))) {
 		fprintf(stderr, "patch %s: rc %d, message \"%s\"; wanted \"%s\"%s%s\n", path ? path : "-", rc,
 			ab_error_last(), want1, want2 ? " and " : "", want2 ? want2 : "");
-		failures++;
+		exit(1);
 	} else if (getenv("AB_TEST_VERBOSE")) {
 		printf("  %s\n", ab_error_last());
 	}
@@ -113,25 +107,21 @@ static void expect_invalid_text(const char *text, const char *want)
 	int rc = ab_suite_load_buffer(&suite, text, strlen(text), "inline.json");
 	if (rc != AB_EINVALID || suite || !strstr(ab_error_last(), want) || !strstr(ab_error_last(), "suite inline.json")) {
 		fprintf(stderr, "text %.40s: rc %d, message \"%s\"; wanted \"%s\"\n", text, rc, ab_error_last(), want);
-		failures++;
+		exit(1);
 	} else if (getenv("AB_TEST_VERBOSE")) {
 		printf("  %s\n", ab_error_last());
 	}
 	ab_suite_free(suite);
 }
 
-static void test_suite_cpu_json(const char *source_dir)
+static void test_suite_cpu_json(void)
 {
 	char path[1100];
 	struct ab_suite *suite = NULL;
 	const struct ab_suite_model *tiny;
 
 	snprintf(path, sizeof(path), "%s/guards/cpu.json", source_dir);
-	if (ab_suite_load_file(&suite, path) != 0) {
-		fprintf(stderr, "guards/cpu.json: %s\n", ab_error_last());
-		failures++;
-		return;
-	}
+	CHECK(ab_suite_load_file(&suite, path) == 0);
 	CHECK(strcmp(suite->name, "cpu") == 0);
 	CHECK(suite->configure.argc > 0 && suite->configure.argv[suite->configure.argc] == NULL);
 	CHECK(suite->build.argc > 0);
@@ -150,11 +140,7 @@ static void test_suite_round_trip(void)
 	json_t *ja = NULL, *jb = NULL;
 	char *text = NULL;
 
-	if (ab_suite_load_buffer(&a, full_suite, strlen(full_suite), NULL) != 0) {
-		fprintf(stderr, "full suite: %s\n", ab_error_last());
-		failures++;
-		return;
-	}
+	CHECK(ab_suite_load_buffer(&a, full_suite, strlen(full_suite), NULL) == 0);
 	CHECK(a->speed.pairs_min == 8);                      /* odd counts round up to even */
 	CHECK(a->speed.method == AB_SUITE_METHOD_BOOTSTRAP);
 	CHECK(a->sut.env_count == 2 && strcmp(a->sut.env[0].name, "OMP_NUM_THREADS") == 0 && a->sut.env[1].value[0] == 0);
@@ -233,6 +219,13 @@ static void test_suite_errors(void)
 	expect_invalid(f, "models[0].reference.bogus", json_integer(1), "models[0].reference.bogus: unknown key", NULL);
 	expect_invalid(m, "accuracy", json_pack("{s:i}", "windws", 3), "accuracy.windws: unknown key", NULL);
 	/* wrong types */
+	{
+		/* One SUT process measures every context: decode and prefill together are capped. */
+		json_t *many = json_array();
+		for (int i = 1; i <= AB_SUITE_CONTEXTS_MAX + 1; i++)
+			json_array_append_new(many, json_integer(64 * i));
+		expect_invalid(m, "speed.decode.contexts", many, "distinct contexts in decode and prefill together", NULL);
+	}
 	expect_invalid(f, "speed.decode.contexts[2]", json_string("4k"),
 		       "suite: speed.decode.contexts[2]: expected a positive integer", "got \"4k\"");
 	expect_invalid(m, "sut.command", json_string("ember serve"), "sut.command: expected a non-empty array", NULL);
@@ -263,6 +256,13 @@ static void test_suite_errors(void)
 	expect_invalid(m, "harness_paths", json_pack("[s,s]", "ok/", "a/../b"), "harness_paths[1]", NULL);
 	expect_invalid(m, "accuracy", json_object(), "accuracy: accuracy is enabled but no model has a reference", NULL);
 	expect_invalid(m, "models", json_array(), "models: expected a non-empty array", NULL);
+	json_t *many = json_array();
+	for (int i = 0; i <= AB_SUITE_MODELS_MAX; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "m%d", i);
+		json_array_append_new(many, json_pack("{s:s, s:s}", "name", name, "path", "{state}/m.bin"));
+	}
+	expect_invalid(m, "models", many, "models: more than 16 models", NULL);
 	expect_invalid(m, "speed.decode", NULL, "speed: no workload", NULL);
 	/* missing required keys */
 	expect_invalid(m, "build.build", NULL, "suite: build.build: required key is missing", NULL);
@@ -291,10 +291,7 @@ static void test_suite_references(void)
 	struct ab_suite *suite = NULL;
 	char *text;
 
-	if (root == NULL) {
-		failures++;
-		return;
-	}
+	CHECK(root != NULL);
 	json_t *sut = json_pack("{s:[s,s]}", "command", "ref", "--stdio");
 	json_t *model = json_array_get(json_object_get(root, "models"), 0);
 	json_object_set_new(model, "references", json_pack("{s:O, s:O}", "cpu", sut, "hf", sut));
@@ -327,27 +324,22 @@ static void test_suite_references(void)
 
 static void test_suite_files(void)
 {
-	char dir[] = "/tmp/abgate-test-suite-XXXXXX", path[256];
+	const char *path = tu_path("bad.json");
 	struct ab_suite *suite = NULL;
-	FILE *f;
 
 	CHECK(ab_suite_load_file(&suite, "/nonexistent/abgate/suite.json") == AB_ENOTFOUND && !suite);
-	if (!mkdtemp(dir))
-		return;
-	snprintf(path, sizeof(path), "%s/bad.json", dir);
-	if ((f = fopen(path, "w"))) {
-		fputs("{\"schema\":\"abgate.suite/1\",\"name\":\"x\",\"speed\":{\"decode\":{\"contexts\":\"all\"}}}", f);
-		fclose(f);
-		CHECK(ab_suite_load_file(&suite, path) == AB_EINVALID && !suite);
-		CHECK(strstr(ab_error_last(), path) != NULL);   /* the file is named in the message */
-		unlink(path);
-	}
-	rmdir(dir);
+	tu_write_file(path, "{\"schema\":\"abgate.suite/1\",\"name\":\"x\",\"speed\":{\"decode\":{\"contexts\":\"all\"}}}");
+	CHECK(ab_suite_load_file(&suite, path) == AB_EINVALID && !suite);
+	CHECK(strstr(ab_error_last(), path) != NULL);   /* the file is named in the message */
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	char source_dir[1024];
+	static const struct tu_case cases[] = {
+		{ "cpu_json", test_suite_cpu_json }, { "round_trip", test_suite_round_trip },
+		{ "defaults_and_build_hash", test_suite_defaults_and_build_hash }, { "errors", test_suite_errors },
+		{ "references", test_suite_references }, { "files", test_suite_files },
+	};
 
 #ifdef ABGATE_SOURCE_DIR
 	snprintf(source_dir, sizeof(source_dir), "%s", ABGATE_SOURCE_DIR);
@@ -357,16 +349,5 @@ int main(void)
 	if (strstr(source_dir, "/tests/evaluator/"))
 		*strstr(source_dir, "/tests/evaluator/") = '\0';
 #endif
-	test_suite_cpu_json(source_dir);
-	test_suite_round_trip();
-	test_suite_defaults_and_build_hash();
-	test_suite_errors();
-	test_suite_references();
-	test_suite_files();
-	if (failures) {
-		fprintf(stderr, "test_suite: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_suite: ok\n");
-	return 0;
+	return TU_RUN(argc, argv, cases);
 }

@@ -599,7 +599,7 @@ static void mock_config(void)
 
 	/* mock_sut.conf next to the executable is picked up without any flag */
 	char cmd[1200];
-	CHECK(ab_proc_mkdirs(tu_path("bin")) == 0);
+	CHECK(ab_fs_mkdirs(tu_path("bin")) == 0);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", MOCK_SUT_PATH, tu_path("bin/mock_sut"));
 	const char *cp[] = {"sh", "-c", cmd, NULL};
 	struct ab_proc_status st;
@@ -631,7 +631,7 @@ static void mock_standalone(void)
 	CHECK(ab_proc_run(&st, cc, NULL, NULL, tu_path("cc.log"), 120000) == 0);
 	if (!ab_proc_status_ok(&st)) {
 		char *tail = NULL;
-		ab_proc_file_tail(&tail, tu_path("cc.log"), 4000);
+		ab_fs_tail(&tail, tu_path("cc.log"), 4000, 0);
 		fprintf(stderr, "%s\n", tail ? tail : "");
 		CHECK(0);
 	}

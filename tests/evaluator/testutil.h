@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fs.h"
 #include "proc.h"
 
 #define CHECK(cond) do { \
@@ -46,7 +47,7 @@ static size_t tu_path_count;
 static void tu_cleanup(void)
 {
 	if (tu_dir[0] && !getenv("AB_TEST_KEEP"))
-		ab_proc_rmtree(tu_dir);
+		ab_fs_rmtree(tu_dir);
 	for (size_t i = 0; i < tu_path_count; i++)
 		free(tu_paths[i]);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eval_cases.sh CASE - end-to-end cases of `abgate eval` on fixture repositories (issue: the
 # evaluation pipeline). Each case builds its own repo with the mock SUT at two commits.
-#   usage: ABGATE=... SRC_ROOT=... eval_cases.sh aa|slower|faster|nobuild|basecrash|hang|reuse
+#   usage: ABGATE=... SRC_ROOT=... eval_cases.sh CASE   (the cases below)
 source "$(dirname "$0")/lib.sh"
 
 case "${1:?case}" in
@@ -132,6 +132,19 @@ harness)
   jq -e '.changed_files | index("guards/default.json") != null' "$RESULT" >/dev/null || fail "changed files"
   pass "head edits the suite -> base suite used, harness-touched"
   ;;
+harness_rename)
+  # The head moves the suite out of the harness: the old path counts, so it is still harness-touched.
+  export PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  g checkout -q -B head
+  g mv guards/default.json suite.json
+  g commit -qm "head: move the suite away" && g checkout -q main
+  run_eval
+  expect_rc 0
+  has_label "harness-touched" || fail "no harness-touched label: $(jq -c .verdict.labels "$RESULT")"
+  jq -e '.changed_files | index("suite.json") != null' "$RESULT" >/dev/null || fail "changed files"
+  pass "head renames a harness file away -> harness-touched"
+  ;;
 accuracy_ok)
   # Same engine, accuracy gates on: every gate passes, greedy tokens identical.
   export ACCURACY=1
@@ -144,6 +157,11 @@ accuracy_ok)
   jq -e '[.gates[] | select(.pass | not)] | length == 0' "$RESULT" >/dev/null || fail "a gate failed: $(jq -c .gates "$RESULT")"
   [ "$(jq_result '.accuracy.models[0].positions')" -eq 256 ] || fail "positions: $(jq_result '.accuracy.models[0].positions')"
   [ "$(jq_result '.accuracy.models[0].head.top1')" = "1" ] || fail "head top-1 vs the reference is not 1"
+  # Greedy agreement compares every decode request once: 2 decode contexts per pair.
+  requests=$(( 2 * $(jq '[.samples[].pair] | unique | length' "$RESULT") ))
+  jq -e --arg n "all $requests decode requests" \
+    '[.gates[] | select(.name == "greedy_agreement" and .pass and .advisory and (.detail | contains($n)))] | length == 1' \
+    "$RESULT" >/dev/null || fail "greedy agreement over $requests requests: $(jq -c '.gates' "$RESULT")"
   # A second evaluation answers the reference from the cache.
   run_eval
   [ "$(jq_result '.accuracy.models[0].reference_cached_windows')" -eq 4 ] || fail "reference answers not cached"

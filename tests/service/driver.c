@@ -2,8 +2,9 @@
  * driver.c - the service tests' front end: `driver serve ...` and `driver eval --pr ...` run the
  * same code as `abgate serve` / `abgate eval --pr` (ab_cmd_serve_with / ab_cmd_eval_pr_with), and
  * `driver jobs STATE_DIR` prints the queue's jobs as JSON lines for assertions. With
- * ABGATE_FAKE_EVAL="outcome:seconds" (pass | reject | infra) a stand-in evaluation replaces the
- * pipeline: it waits, honours should_cancel, and returns a small abgate.result/1 document. Tests of
+ * ABGATE_FAKE_EVAL="outcome:seconds" (pass | reject | infra | crash) a stand-in evaluation replaces
+ * the pipeline: it waits, honours should_cancel, and returns a small abgate.result/1 document
+ * (crash: an infra error with no document, only its message). Tests of
  * the GitHub side use it to be fast; the required scenarios use the real pipeline and the mock SUT.
  */
 #include <signal.h>
@@ -45,6 +46,12 @@ static int fake_eval(json_t **out_result, int64_t *out_eval_id, const struct ab_
 	}
 	if (opts->should_cancel && opts->should_cancel(opts->cancel_payload))
 		return AB_EVAL_CANCELED;
+	if (!strcmp(outcome, "crash")) {
+		*out_result = NULL;
+		*out_eval_id = 0;
+		ab_error_set("fake evaluation: the SUT crashed (signal 11)");
+		return AB_EVAL_INFRA;
+	}
 	if (strlen(head) != 40)
 		head = getenv("ABGATE_FAKE_HEAD_SHA") ? getenv("ABGATE_FAKE_HEAD_SHA") : "ffffffffffffffffffffffffffffffffffffffff";
 	int status = !strcmp(outcome, "reject") ? AB_EVAL_REJECT : !strcmp(outcome, "infra") ? AB_EVAL_INFRA : AB_EVAL_PASS;

@@ -523,8 +523,8 @@ scenarios.eval_pr_cli = async (sim) => {
   delete env.ABGATE_WEBHOOK_SECRET;
   if (MODE !== "real") { env.ABGATE_FAKE_EVAL = "reject:0.1"; env.ABGATE_FAKE_HEAD_SHA = fx.heads.fast; }
   // Asynchronous: the simulator answers from this process's event loop.
-  const run = (args) => new Promise((resolve) => {
-    const child = spawn(DRIVER, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  const run = (args, extraEnv = {}) => new Promise((resolve) => {
+    const child = spawn(DRIVER, args, { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
     children.add(child);
     const out = [], err = [];
     child.stdout.on("data", (d) => out.push(d));
@@ -556,6 +556,14 @@ scenarios.eval_pr_cli = async (sim) => {
   check(runs.length === 1 && runs[0].status === "completed", "check run completed");
   r = await run(["eval", "--pr", "7", "--config", tok.file, "--post", "--quiet"]);
   check(sticky(sim, 7).length === 1, "a second manual run updates the same comment");
+  // An infra error with no result: the comment gives its message, even when posting meets errors of
+  // its own (the check run's PATCH answered 404 once) that must not replace it.
+  sim.failures.push({ method: "PATCH", path: /\/check-runs\/\d+$/, status: 404, count: 1, fired: 0 });
+  r = await run(["eval", "--pr", "7", "--config", tok.file, "--post", "--quiet"], { ABGATE_FAKE_EVAL: "crash:0" });
+  check(r.code === 3, `an infra error exits 3 (${r.code} ${r.err || ""})`);
+  const crashed = sticky(sim, 7);
+  check(crashed.length === 1 && crashed[0].body.includes("the SUT crashed") && !crashed[0].body.includes("404"),
+    `the comment names the evaluation's error, not the poster's (${crashed[0] && crashed[0].body.slice(0, 300)})`);
   r = await run(["eval", "--config", tok.file]);
   check(r.code === 2, "usage error without --pr");
 };

@@ -1,9 +1,10 @@
 /*
  * test_client.c - the GitHub client against the simulator (GITHUB_API_URL, started by
  * scenarios.mjs client_contract): every request the service makes passes GitHub's OpenAPI
- * validation (a 400 would fail here), replies parse, Link pagination is followed, 5xx and
- * network errors are retried, Retry-After and x-ratelimit-reset are waited out, waits past
- * max_wait_s are handed back, and App auth exchanges one JWT for a cached installation token.
+ * validation (a 400 would fail here), replies parse, Link pagination is followed (a Link header too
+ * long to read is an error), 5xx and network errors are retried, Retry-After (seconds or a date) and
+ * x-ratelimit-reset are waited out, waits past max_wait_s are handed back (capped at an hour), and
+ * App auth exchanges one JWT for a cached installation token.
  */
 #include "svc_test.h"
 
@@ -158,6 +159,19 @@ static void pagination(void)
 	CHECK(ab_gh_pr_list_open(gh, &prs, &n, "octo-org/demo") == 0);
 	CHECK_EQ(n, 6);
 	free(prs);
+
+	/* A Link header too long to keep: an error, not a silent "last page" (that would miss the
+	 * sticky comment on page 2 and post a second one). */
+	char *json = malloc(8192), pad[3001];
+	memset(pad, 'p', 3000);
+	pad[3000] = '\0';
+	snprintf(json, 8192, "{\"method\":\"GET\",\"path\":\"^/repos/octo-org/demo/issues/7/comments$\",\"status\":200,"
+		 "\"count\":1,\"body\":[],\"headers\":{\"Link\":\"<%s/repos/octo-org/demo/issues/7/comments?page=2&pad=%s>; "
+		 "rel=\\\"next\\\"\"}}", api, pad);
+	sim("/_sim/fail", json);
+	free(json);
+	CHECK(ab_gh_get_all(gh, &items, "/repos/octo-org/demo/issues/7/comments?per_page=100", NULL, 1000) < 0);
+	CHECK_HAS(ab_error_last(), "Link header longer than");
 	ab_gh_free(gh);
 }
 
@@ -235,6 +249,24 @@ static void rate_limits(void)
 	CHECK(ab_gh_pr_get(gh, &pr, "octo-org/demo", 7) == AB_ERATELIMIT);
 	CHECK_EQ(ab_gh_last_wait_s(), 3600);
 	CHECK(now_s() - t0 < 5);
+
+	/* Retry-After as an HTTP-date ten minutes ahead: a ten-minute wait, not "0" (a retry storm). */
+	char date[64];
+	time_t later = time(NULL) + 600;
+	struct tm tm;
+	gmtime_r(&later, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	snprintf(json, sizeof(json), "{\"path\":\"^/repos/octo-org/demo/pulls/7$\",\"status\":429,\"count\":1,"
+				     "\"headers\":{\"Retry-After\":\"%s\"}}", date);
+	sim("/_sim/fail", json);
+	CHECK(ab_gh_pr_get(gh, &pr, "octo-org/demo", 7) == AB_ERATELIMIT);
+	CHECK(ab_gh_last_wait_s() >= 590 && ab_gh_last_wait_s() <= 600);
+
+	/* An absurd Retry-After is capped at an hour: the post is retried then, never lost to an overflow. */
+	sim("/_sim/fail", "{\"path\":\"^/repos/octo-org/demo/pulls/7$\",\"status\":429,\"count\":1,"
+			  "\"headers\":{\"Retry-After\":\"99999999999999999999999\"}}");
+	CHECK(ab_gh_pr_get(gh, &pr, "octo-org/demo", 7) == AB_ERATELIMIT);
+	CHECK_EQ(ab_gh_last_wait_s(), 3600);
 	ab_gh_free(gh);
 }
 

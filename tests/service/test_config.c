@@ -1,7 +1,7 @@
 /*
  * test_config.c - the service config: the committed sample loads, defaults apply, unknown keys and
  * wrong types are errors naming the key's path, secrets come from env > file > inline and are
- * never printed.
+ * never printed (nor is a password in a URL).
  */
 #include "svc_test.h"
 
@@ -114,6 +114,20 @@ static void secrets(void)
 	ab_config_free(cfg);
 	unsetenv("ABGATE_WEBHOOK_SECRET");
 	unsetenv("ABGATE_GITHUB_TOKEN");
+
+	/* A credential in a URL's user info is a secret too: the printed config masks it. */
+	st_write(cfgpath, "{\"repos\":[{\"name\":\"a/b\",\"git_url\":\"https://x-access-token:ghs_urlsecret@github.com/a/b.git\"},"
+			  "{\"name\":\"c/d\",\"git_url\":\"https://github.com/c/d.git?x=a:b@c\"}],"
+			  "\"github\":{\"api_url\":\"https://bot:pw-in-url@ghe.example/api/v3\"}}");
+	CHECK(ab_config_load(&cfg, cfgpath) == 0);
+	CHECK_STR(cfg->repos[0].git_url, "https://x-access-token:ghs_urlsecret@github.com/a/b.git");  /* used as given */
+	CHECK(ab_config_describe(&text, cfg) == 0);
+	CHECK(!strstr(text, "ghs_urlsecret") && !strstr(text, "pw-in-url"));
+	CHECK_HAS(text, "\"https://x-access-token:********@github.com/a/b.git\"");
+	CHECK_HAS(text, "\"https://bot:********@ghe.example/api/v3\"");
+	CHECK_HAS(text, "\"https://github.com/c/d.git?x=a:b@c\"");  /* no user info: shown as is */
+	free(text);
+	ab_config_free(cfg);
 
 	snprintf(json, sizeof(json), "{\"webhook_secret_file\":\"%s\"}", st_path("missing"));
 	st_write(cfgpath, json);

@@ -1,7 +1,8 @@
 /*
- * test_report.c - what is posted (comment marker and table, GitHub's size caps, labels limited to
- * the managed sets, conclusions) and how webhook payloads become queue intents (real payloads
- * from @octokit/webhooks-examples when tests/ghsim is installed, hand-made hostile ones always).
+ * test_report.c - what is posted (comment marker and table, GitHub's size caps, valid UTF-8 whatever
+ * the note holds, labels limited to the managed sets, conclusions) and how webhook payloads become
+ * queue intents (real payloads from @octokit/webhooks-examples when tests/ghsim is installed,
+ * hand-made hostile ones always).
  */
 #include "svc_test.h"
 
@@ -9,6 +10,7 @@
 
 #include "events.h"
 #include "report.h"
+#include "verdict.h"
 
 #define SHA "0123456789abcdef0123456789abcdef01234567"
 
@@ -76,11 +78,13 @@ static void caps(void)
 static void labels(void)
 {
 	json_t *res = result_with(1, "eval:REJECT",
-				  json_pack("[sssss]", "eval:REJECT", "regression-512", "eval-tiny:REJECT", "bug", "ready"));
+				  json_pack("[ssssss]", "eval:REJECT", "regression-512", "eval-tiny:REJECT", "bug", "ready",
+					    "harness-touched"));
 	struct ab_report rep = { "reject", res, NULL, 1 };
 	json_t *l = ab_report_labels(&rep);
-	CHECK_EQ(json_array_size(l), 3);  /* a result can never make us add (or remove) a human's label */
+	CHECK_EQ(json_array_size(l), 4);  /* a result can never make us add (or remove) a human's label */
 	CHECK_STR(json_string_value(json_array_get(l, 0)), "eval:REJECT");
+	CHECK_STR(json_string_value(json_array_get(l, 3)), "harness-touched");  /* the verdict's, posted */
 	json_decref(l);
 	json_decref(res);
 
@@ -94,14 +98,63 @@ static void labels(void)
 	CHECK_EQ(json_array_size(l), 0);
 	json_decref(l);
 
-	CHECK(ab_report_label_managed("eval:XL"));
-	CHECK(ab_report_label_managed("eval-qwen3:REJECT"));
-	CHECK(ab_report_label_managed("regression-4096-pp"));
-	CHECK(ab_report_label_managed("accuracy-regression"));
-	CHECK(!ab_report_label_managed("evaluation"));
-	CHECK(!ab_report_label_managed("eval-needed"));
-	CHECK(!ab_report_label_managed("bug"));
-	CHECK(!ab_report_label_managed("perf: regression"));
+	/* The poster removes stale labels of exactly the sets guards/verdict.h manages. */
+	CHECK(ab_verdict_label_is_managed("eval:XL"));
+	CHECK(ab_verdict_label_is_managed("eval-qwen3:REJECT"));
+	CHECK(ab_verdict_label_is_managed("regression-4096-pp"));
+	CHECK(ab_verdict_label_is_managed("accuracy-regression"));
+	CHECK(ab_verdict_label_is_managed("harness-touched"));
+	CHECK(!ab_verdict_label_is_managed("evaluation"));
+	CHECK(!ab_verdict_label_is_managed("eval-needed"));
+	CHECK(!ab_verdict_label_is_managed("bug"));
+	CHECK(!ab_verdict_label_is_managed("perf: regression"));
+}
+
+/* Whatever the note or reason holds, what is posted is valid UTF-8 (jansson refuses anything else,
+ * and a post that cannot be encoded would be retried forever), cut without splitting a character. */
+static void utf8(void)
+{
+	struct ab_report_target t = { "o/r", 7, SHA, "main", "x" };
+	char reason[400], description[141], title[256];
+	size_t n = 0;
+
+	/* "eval:M: " + 131 bytes, then "…" (3 bytes) over bytes 139-141: the status description's
+	 * 140-byte cut falls inside it. */
+	memset(reason, 'a', 131);
+	n = 131;
+	for (int i = 0; i < 20; i++)
+		n += (size_t)sprintf(reason + n, "\xe2\x80\xa6");
+	json_t *res = result_with(1, "eval:M", json_pack("[s]", "eval:M"));
+	json_object_set_new(json_object_get(res, "verdict"), "reason", json_string(reason));
+	struct ab_report rep = { "pass", res, NULL, 1 };
+	ab_report_title(description, sizeof(description), &rep);
+	CHECK(strlen(description) <= 140);
+	json_t *s = json_string(description);
+	CHECK(s != NULL);
+	json_decref(s);
+	ab_report_title(title, sizeof(title), &rep);
+	CHECK(!strncmp(title, "eval:M: aaa", 11));
+	CHECK((s = json_string(title)) != NULL);
+	json_decref(s);
+	json_decref(res);
+
+	/* A note (the evaluation's error) with invalid bytes, markdown and a mention: escaped, valid. */
+	struct ab_report bad = { "infra", NULL, "build failed in /tmp/\xff\xfe\x80 for @alice <b>x</b>", 1 };
+	char *body = NULL, *summary = NULL;
+	CHECK(ab_report_comment_body(&body, &t, &bad) == 0);
+	CHECK(ab_report_summary(&summary, &t, &bad) == 0);
+	json_t *post = json_pack("{s:s, s:s}", "body", body, "summary", summary);
+	CHECK(post != NULL);
+	json_decref(post);
+	CHECK(!strstr(body, "@alice"));   /* no mention */
+	CHECK(!strstr(body, "<b>"));      /* no HTML */
+	CHECK_HAS(body, "build failed in");
+	ab_report_title(description, sizeof(description), &bad);
+	CHECK((s = json_string(description)) != NULL);
+	json_decref(s);
+	CHECK_HAS(description, "eval:infra-error: build failed");
+	free(body);
+	free(summary);
 }
 
 static void conclusions(void)
@@ -112,6 +165,10 @@ static void conclusions(void)
 	CHECK_STR(ab_report_conclusion("infra"), "cancelled");
 	CHECK_STR(ab_report_conclusion("exhausted"), "cancelled");
 	CHECK_STR(ab_report_conclusion("superseded"), "cancelled");
+	CHECK_STR(ab_report_status_state("pass"), "success");
+	CHECK_STR(ab_report_status_state("reject"), "failure");
+	CHECK_STR(ab_report_status_state("timeout"), "error");
+	CHECK_STR(ab_report_status_state("canceled"), "error");
 }
 
 static struct ab_config *config(void)
@@ -234,6 +291,7 @@ int main(int argc, char **argv)
 	static const struct st_case cases[] = {
 		{ "comment_marker", comment_marker }, { "caps", caps },     { "labels", labels },
 		{ "conclusions", conclusions },       { "events", events }, { "commands", commands },
+		{ "utf8", utf8 },
 		{ NULL, NULL },
 	};
 	return st_main(argc, argv, cases);
