@@ -49,16 +49,10 @@ archive() {
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH=$CARRY/lib:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-# ember's build needs jansson's headers; the GPU image has only the runtime. Carried Debian
-# packages (apt-get download libjansson-dev libjansson4) are unpacked into a private prefix.
-if ! pkg-config --exists jansson 2>/dev/null && ls "$CARRY"/deb/*.deb >/dev/null 2>&1; then
-	J=/tmp/jansson-root
-	for d in "$CARRY"/deb/*.deb; do dpkg -x "$d" "$J"; done
-	sed -i "s|^prefix=.*|prefix=$J/usr|" "$J"/usr/lib/x86_64-linux-gnu/pkgconfig/jansson.pc
-	export PKG_CONFIG_PATH=$J/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-	export LD_LIBRARY_PATH=$J/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
-	log "jansson headers from the carried packages in $J"
-fi
+# ember's build needs jansson's headers; the GPU image has only the runtime.
+source "$ROOT/ci/gpu-jansson.sh"
+gpu_jansson_setup "$CARRY/deb"
+log "$GPU_JANSSON_MSG"
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"
 "$ABGATE" version >/dev/null 2>&1 || { log "abgate does not run here: $("$ABGATE" version 2>&1 | head -3)"; exit 3; }

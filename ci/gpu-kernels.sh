@@ -39,16 +39,10 @@ run() {
 
 # ---- binaries: a carried build if it runs here, else build from source ----
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); nvcc $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'); cmake $(cmake --version | head -1 | awk '{print $3}')"
-# The GPU image has no libjansson-dev: unpack the Debian packages carried next to the prebuilt
-# binaries (apt-get download libjansson-dev libjansson4) so the source build can configure.
-if ! pkg-config --exists jansson 2>/dev/null && ls "${EMBER_PREBUILT:-/nonexistent}"/deb/*.deb >/dev/null 2>&1; then
-	J=/tmp/jansson-root
-	for d in "$EMBER_PREBUILT"/deb/*.deb; do dpkg -x "$d" "$J"; done
-	sed -i "s|^prefix=.*|prefix=$J/usr|" "$J/usr/lib/x86_64-linux-gnu/pkgconfig/jansson.pc"
-	export PKG_CONFIG_PATH=$J/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-	export LD_LIBRARY_PATH=$J/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
-	log "jansson is not installed here: using the carried Debian packages in $J"
-fi
+# The GPU image has no libjansson-dev: unpack the Debian packages carried next to the prebuilt binaries.
+source "$ROOT/ci/gpu-jansson.sh"
+gpu_jansson_setup "${EMBER_PREBUILT:-/nonexistent}/deb"
+log "$GPU_JANSSON_MSG"
 BIN=${EMBER_BIN:-}
 if [ -z "$BIN" ] && [ -n "${EMBER_PREBUILT:-}" ] && [ -x "$EMBER_PREBUILT/bin/ember" ]; then
 	export LD_LIBRARY_PATH=$EMBER_PREBUILT/lib:$LD_LIBRARY_PATH
