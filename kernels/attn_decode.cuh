@@ -36,6 +36,11 @@ struct ember_attn_args {
 	float *part_o;                     /* [n_kv][n_split][group][D] scratch */
 	float *part_ml;                    /* [n_kv][n_split][group][2] scratch */
 	uint32_t *counters;                /* [n_kv], zero before the first launch; left zero */
+	int lean;                          /* EMBER_ATTN_LEAN, decode only: 0 = the kernel as before; 1 = the
+	                                      lower-latency variant (attn_decode.cu): same results up to
+	                                      float rounding, splits without keys exit at once and only
+	                                      the active ones take a ticket, one active split writes out
+	                                      directly, the first loads are issued before q is staged */
 
 	/* multi-token (n_tokens > 0): Q already normed/rotated, fp16 [n_tokens][n_head][D];
 	 * token t sits at position pos0 + t and sees keys 0..pos0+t (already in the cache) */

@@ -62,10 +62,15 @@ static void read_options(struct cuda_options *o)
 	o->graphs = env_int("EMBER_GRAPHS", 1) != 0;
 	o->gemv_mma = env_choice("EMBER_GEMV", "mma", "simple", 1);
 	o->attn_split = env_int("EMBER_ATTN_SPLIT", 0);
+	o->attn_lean = env_int("EMBER_ATTN_LEAN", 0) != 0;
 	o->fa_mma = env_choice("EMBER_FA", "mma", "simple", 1);
 	o->prefill_chunk = env_int("EMBER_PREFILL_CHUNK", 0);
 	o->pdl = env_int("EMBER_PDL", 0) != 0;
 	o->gemv_splitk = env_splitk();
+	o->gemv_stream = env_int("EMBER_GEMV_STREAM", 0) != 0;
+	o->gemv_warps = env_int("EMBER_GEMV_WARPS", 8) == 4 ? 4 : 8;
+	o->gemv_ring = env_int("EMBER_GEMV_RING", 4);
+	o->gemv_ctas = env_int("EMBER_GEMV_CTAS", 0);
 }
 
 static int cuda_available(char *why, size_t why_len)

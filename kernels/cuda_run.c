@@ -26,7 +26,8 @@ static struct ember_gemv_seg seg_of(const struct cuda_matrix *m, float *out)
 
 /* A decode GEMV over k columns of x: fp16, or fp32 that the kernel RMS-normalizes with norm_w when
  * norm_w is not NULL; epilogue epi; and what every launch of the step shares: EMBER_PDL, and
- * EMBER_GEMV_SPLITK with the scratch sized at create. The caller adds the segments. */
+ * EMBER_GEMV_SPLITK with the scratch sized at create, EMBER_GEMV_STREAM and its shape. The caller adds
+ * the segments. */
 static struct ember_gemv_args gemv_args(const struct ember_backend *be, int epi, const void *x, int k, const float *norm_w)
 {
 	struct ember_gemv_args g;
@@ -46,6 +47,10 @@ static struct ember_gemv_args gemv_args(const struct ember_backend *be, int epi,
 	g.splitk_scratch_floats = be->splitk_floats;
 	g.splitk_counters = be->splitk_counters;
 	g.splitk_counters_cap = be->splitk_counters_cap;
+	g.streaming = be->opt.gemv_stream;
+	g.stream_warps = be->opt.gemv_warps;
+	g.stream_ring = be->opt.gemv_ring;
+	g.stream_ctas = be->opt.gemv_ctas;
 	return g;
 }
 
@@ -111,6 +116,7 @@ static int decode_step_enqueue(struct ember_backend *be)
 		a.part_o = be->part_o;
 		a.part_ml = be->part_ml;
 		a.counters = be->counters;
+		a.lean = be->opt.attn_lean;
 		if ((rc = ember_attn_decode(&a, st)))
 			return rc;
 

@@ -12,17 +12,23 @@
  * The input (fp16 x, or RMSNorm of the fp32 residual) is staged in shared memory with per-16
  * column sums that the mma epilogue needs to remove the 1024 offset and the Q4_K mins.
  * The shared cores live in gemv_core.cuh; with args.splitk != 0, ember_gemv hands the launch to
- * the split-K kernel (gemv_splitk.cu) where it applies.
+ * the split-K kernel (gemv_splitk.cu) where it applies, and with args.streaming to the streaming
+ * kernel (gemv_stream.cu).
  */
 #include "gemv.cuh"
 
 #include "gemv_core.cuh"
 #include "gemv_splitk.cuh"
+#include "gemv_stream.cuh"
 
 /* ---- the kernel ---- */
 
+#ifndef GEMV_MIN_BLOCKS
+#define GEMV_MIN_BLOCKS 4 /* CTAs per SM the kernel's registers must allow */
+#endif
+
 template <int IN, int EPI>
-static __global__ void __launch_bounds__(GEMV_THREADS, 4) gemv_kernel(const ember_gemv_args args, int k_pad, int pdl)
+static __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) gemv_kernel(const ember_gemv_args args, int k_pad, int pdl)
 {
 	extern __shared__ __align__(16) unsigned char smem_raw[];
 	uint8_t *ring = smem_raw; /* GEMV_ROUNDS x 4 tiles of the largest tiled type in args */
@@ -274,6 +280,12 @@ extern "C" int ember_gemv(const struct ember_gemv_args *a_in, cudaStream_t strea
 	if (grid > grid_cap)
 		grid = grid_cap;
 	const int k_pad = (a->k + EMBER_TILE_K - 1) / EMBER_TILE_K * EMBER_TILE_K;
+	if (a->streaming) {
+		int ran = 0;
+		const int rc = ember_gemv_stream(&ran, a, k_pad, n_sm, stream);
+		if (rc || ran)
+			return rc;
+	}
 	if (a->splitk != 0) {
 		int ran = 0;
 		const int rc = ember_gemv_splitk(&ran, a, k_pad, n_sm, EMBER_SPLITK_GRID_PER_SM * n_sm, stream);

@@ -4,7 +4,9 @@
  * epilogue (store, residual add, SwiGLU of a gate/up pair, LM head with greedy argmax) fused.
  * Weights are either tiled (layout.cuh, mma.sync variant) or raw GGUF rows (simple variant).
  * With args.splitk != 0 (EMBER_GEMV_SPLITK) K is cut into slices that separate CTAs compute
- * (gemv_splitk.cu); the default (0) is the kernel where one CTA walks all of K (gemv.cu).
+ * (gemv_splitk.cu); with args.streaming != 0 (EMBER_GEMV_STREAM) a one-wave grid of CTAs streams
+ * their row tiles through never-draining rings (gemv_stream.cu); the default is the kernel where
+ * one CTA walks all of K for its 16 rows (gemv.cu).
  * Plain C declarations: the backend's .c files include this.
  */
 #ifndef EMBER_KERNELS_GEMV_CUH
@@ -75,6 +77,14 @@ struct ember_gemv_args {
 	uint32_t *splitk_counters;        /* splitk != 0: device, one per row block (row tiles of all
 	                                     segments); all zero before a launch, left all zero after it */
 	int splitk_counters_cap;          /* entries in splitk_counters */
+	/* streaming kernel (gemv_stream.cu); all zero = the plain or split-K kernel: */
+	int streaming;                    /* EMBER_GEMV_STREAM: 1 = at most one wave of CTAs, each streaming
+	                                     all its row tiles through one never-draining ring (tiled
+	                                     weights only; raw segments fall back); takes precedence over
+	                                     splitk */
+	int stream_warps;                 /* warps per CTA: 4 or 8 (0 = 8) */
+	int stream_ring;                  /* ring depth in rounds of stream_warps tiles, 2..8 (0 = 4) */
+	int stream_ctas;                  /* at most this many CTAs per SM (0 = as many as fit) */
 };
 
 /* Launches the GEMV on `stream`. Returns 0 or a negative ember error (shapes are checked; with

@@ -97,6 +97,31 @@ template <> __device__ __forceinline__ void tile_load<EMBER_T_Q6_K>(const uint8_
 	t.d1 = h[EMBER_Q6K_D_OFF / 2 + gid + 8];
 }
 
+/* The scale epilogues. A warp's mma gives every lane of a row group (lane >> 2) the same row sums
+ * (B holds x in all 8 columns), so the 4 lanes of a group split the scale groups between them: lane
+ * g = lane & 3 finishes the groups j with j % 4 == g, keeping its partial sums for rows gid and
+ * gid + 8 in y0 and y1. Callers add the 4 lanes' partials (gemv_group_sum) before using them. */
+
+/* Byte g (0..3, per lane) of w as a float, exact (2^23 + b - 2^23; no I2F). */
+static __device__ __forceinline__ float byte_lane_to_float(uint32_t w, int g)
+{
+	return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | (uint32_t)g)) - 8388608.0f;
+}
+
+static __device__ __forceinline__ float sbyte_lane_to_float(uint32_t w, int g)
+{
+	return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | (uint32_t)g) ^ 0x80u) - 8388736.0f;
+}
+
+/* Sum of the 4 lanes of a row group: after it every lane holds the rows' totals. */
+static __device__ __forceinline__ void gemv_group_sum(float &y0, float &y1)
+{
+	y0 += __shfl_xor_sync(0xffffffffu, y0, 1);
+	y1 += __shfl_xor_sync(0xffffffffu, y1, 1);
+	y0 += __shfl_xor_sync(0xffffffffu, y0, 2);
+	y1 += __shfl_xor_sync(0xffffffffu, y1, 2);
+}
+
 /* xs32: this tile's 256 fp16 inputs as 128 pairs; sx: its 16 per-step input sums. */
 template <int TYPE>
 static __device__ __forceinline__ void tile_compute(const tile_regs<TYPE> &t, const uint32_t *xs32, const float *sx,
@@ -107,6 +132,7 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q8_0>(const tile_regs<EMBER
                                                            const float *sx, int lane, float &y0, float &y1)
 {
 	const int g = lane & 3;
+	float c0s[2] = {0.0f, 0.0f}, c1s[2] = {0.0f, 0.0f}; /* this lane's blocks b = g, g + 4 */
 #pragma unroll
 	for (int b = 0; b < 8; b++) {
 		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -117,11 +143,22 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q8_0>(const tile_regs<EMBER
 			ember_q8_regs(u4get(t.q[b], 2 * h), u4get(t.q[b], 2 * h + 1), a);
 			ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
 		}
-		const float S = sx[2 * b] + sx[2 * b + 1];
-		const float d0 = half_bits_to_float(u4get(t.d0, b >> 1) >> (16 * (b & 1)));
-		const float d1 = half_bits_to_float(u4get(t.d1, b >> 1) >> (16 * (b & 1)));
-		y0 = fmaf(d0, c[0] - 1152.0f * S, y0);
-		y1 = fmaf(d1, c[2] - 1152.0f * S, y1);
+		if ((b & 3) == g) {
+			c0s[b >> 2] = c[0];
+			c1s[b >> 2] = c[2];
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int b = g + 4 * i;
+		const float2 s2 = *reinterpret_cast<const float2 *>(sx + 2 * b);
+		const float S = s2.x + s2.y;
+		/* d of block b: half (b & 1) of word b >> 1 = 2i + (g >> 1) */
+		const uint32_t w0 = (g & 2) ? u4get(t.d0, 2 * i + 1) : u4get(t.d0, 2 * i);
+		const uint32_t w1 = (g & 2) ? u4get(t.d1, 2 * i + 1) : u4get(t.d1, 2 * i);
+		const float d0 = half_bits_to_float(w0 >> (16 * (g & 1))), d1 = half_bits_to_float(w1 >> (16 * (g & 1)));
+		y0 = fmaf(d0, c0s[i] - 1152.0f * S, y0);
+		y1 = fmaf(d1, c1s[i] - 1152.0f * S, y1);
 	}
 }
 
@@ -130,8 +167,7 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q4_K>(const tile_regs<EMBER
                                                            const float *sx, int lane, float &y0, float &y1)
 {
 	const int g = lane & 3;
-	const float2 dm0 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd0));
-	const float2 dm1 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd1));
+	float c0s[2] = {0.0f, 0.0f}, c1s[2] = {0.0f, 0.0f}; /* this lane's groups j = g, g + 4 */
 #pragma unroll
 	for (int j = 0; j < 8; j++) {
 		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -142,11 +178,22 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q4_K>(const tile_regs<EMBER
 			ember_q4k_regs(u4get(t.q[s >> 2], s & 3), a);
 			ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
 		}
-		const float S = sx[2 * j] + sx[2 * j + 1];
-		const float sc0 = ember_u8_to_float(u4byte(t.scm0, j)), m0 = ember_u8_to_float(u4byte(t.scm0, 8 + j));
-		const float sc1 = ember_u8_to_float(u4byte(t.scm1, j)), m1 = ember_u8_to_float(u4byte(t.scm1, 8 + j));
-		y0 += (dm0.x * sc0) * (c[0] - 1024.0f * S) - (dm0.y * m0) * S;
-		y1 += (dm1.x * sc1) * ((c[2] - 1024.0f * S) * 0.0625f) - (dm1.y * m1) * S;
+		if ((j & 3) == g) {
+			c0s[j >> 2] = c[0];
+			c1s[j >> 2] = c[2];
+		}
+	}
+	const float2 dm0 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd0));
+	const float2 dm1 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd1));
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int j = g + 4 * i; /* scale j is byte g of word i, min j byte g of word 2 + i */
+		const float2 s2 = *reinterpret_cast<const float2 *>(sx + 2 * j);
+		const float S = s2.x + s2.y;
+		const float sc0 = byte_lane_to_float(u4get(t.scm0, i), g), m0 = byte_lane_to_float(u4get(t.scm0, 2 + i), g);
+		const float sc1 = byte_lane_to_float(u4get(t.scm1, i), g), m1 = byte_lane_to_float(u4get(t.scm1, 2 + i), g);
+		y0 += (dm0.x * sc0) * (c0s[i] - 1024.0f * S) - (dm0.y * m0) * S;
+		y1 += (dm1.x * sc1) * ((c1s[i] - 1024.0f * S) * 0.0625f) - (dm1.y * m1) * S;
 	}
 }
 
@@ -155,7 +202,7 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q6_K>(const tile_regs<EMBER
                                                            const float *sx, int lane, float &y0, float &y1)
 {
 	const int g = lane & 3;
-	const float d0 = half_bits_to_float(t.d0), d1 = half_bits_to_float(t.d1);
+	float c0s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c1s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* steps s = g + 4i */
 #pragma unroll
 	for (int s = 0; s < 16; s++) {
 		float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -164,10 +211,18 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q6_K>(const tile_regs<EMBER
 		const uint32_t hi16 = (u4get(t.hi[wi >> 2], wi & 3) >> (16 * (s & 1))) & 0xFFFFu;
 		ember_q6k_regs(u4get(t.q[s >> 2], s & 3), hi16, a);
 		ember_mma_16816(c, a, xs32[8 * s + g], xs32[8 * s + 4 + g], c);
-		const float S = sx[s];
-		const float sc0 = ember_s8_to_float(u4byte(t.sc0, s)), sc1 = ember_s8_to_float(u4byte(t.sc1, s));
-		y0 = fmaf(d0 * sc0, c[0] - 1056.0f * S, y0);
-		y1 = fmaf(d1 * sc1, (c[2] - 1536.0f * S) * 0.0625f, y1);
+		if ((s & 3) == g) {
+			c0s[s >> 2] = c[0];
+			c1s[s >> 2] = c[2];
+		}
+	}
+	const float d0 = half_bits_to_float(t.d0), d1 = half_bits_to_float(t.d1);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		const float S = sx[g + 4 * i]; /* step s = g + 4i: its scale is byte g of word i */
+		const float sc0 = sbyte_lane_to_float(u4get(t.sc0, i), g), sc1 = sbyte_lane_to_float(u4get(t.sc1, i), g);
+		y0 = fmaf(d0 * sc0, c0s[i] - 1056.0f * S, y0);
+		y1 = fmaf(d1 * sc1, (c1s[i] - 1536.0f * S) * 0.0625f, y1);
 	}
 }
 
@@ -332,6 +387,7 @@ static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int kt0, 
 		case EMBER_T_Q4_K: tiled_stream<EMBER_T_Q4_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
 		case EMBER_T_Q6_K: tiled_stream<EMBER_T_Q6_K>(ring, base, kt_n, xs32, sx, warp, lane, y0, y1); break;
 		}
+		gemv_group_sum(y0, y1);
 		if ((lane & 3) == 0) {
 			ys[warp * 16 + (lane >> 2)] = y0;
 			ys[warp * 16 + (lane >> 2) + 8] = y1;

@@ -7,7 +7,8 @@
  *     tokens, and both equal to repeated forward(argmax) calls;
  *   - the kernel variants behind EMBER_GEMV=simple, EMBER_FA=simple (and EMBER_PDL=0) agree with
  *     the defaults;
- *   - the split-K GEMV (EMBER_GEMV_SPLITK=3 and auto): decode logits vs CPU at the same thresholds,
+ *   - the GEMV variants (plain, EMBER_GEMV_SPLITK=3 and auto, EMBER_GEMV_STREAM=1 with 8 and 4
+ *     warps): decode logits vs CPU at the same thresholds,
  *     greedy 256 tokens identical to itself across two runs and between graph and plain launches
  *     (not required to equal the plain GEMV's tokens: another summation order may flip a near-tie).
  * Exits 77 (CTest skip) without a CUDA device.
@@ -143,17 +144,25 @@ static void run_model(const char *path, const char *label)
 	check_cmp("EMBER_FA=simple vs mma (prefill)", label, compare_logits(gpu, alt, N_PROMPT, V));
 	cuda->destroy(bs);
 
-	/* Split-K GEMV: decode logits vs CPU; greedy repeatable (graph twice, and plain launches). */
-	const char *splitk_settings[] = {"3", "auto"};
-	for (int i = 0; i < 2; i++) {
-		char what[64];
-		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", splitk_settings[i]);
-		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", splitk_settings[i]);
+	/* GEMV variants (plain, split-K, streaming): decode logits vs CPU; greedy repeatable (graph
+	 * twice, and plain launches). */
+	static const struct {
+		const char *splitk, *stream, *warps;
+	} variants[] = {{"0", "0", "8"}, {"3", "0", "8"}, {"auto", "0", "8"}, {"0", "1", "8"}, {"0", "1", "4"}};
+	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		char what[96], name[64];
+		snprintf(name, sizeof(name), "SPLITK=%s STREAM=%s WARPS=%s", variants[i].splitk, variants[i].stream, variants[i].warps);
+		setenv("EMBER_GEMV_STREAM", variants[i].stream, 1);
+		setenv("EMBER_GEMV_WARPS", variants[i].warps, 1);
+		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", variants[i].splitk);
+		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", variants[i].splitk);
+		unsetenv("EMBER_GEMV_STREAM");
+		unsetenv("EMBER_GEMV_WARPS");
 		for (int p = 0; p < N_PROMPT; p++)
 			MUST(cuda->forward(bk, prompt + p, 1, p, 0, alt + (size_t)p * V, NULL));
-		snprintf(what, sizeof(what), "EMBER_GEMV_SPLITK=%s token-by-token vs cpu", splitk_settings[i]);
+		snprintf(what, sizeof(what), "%s token-by-token vs cpu", name);
 		check_cmp(what, label, compare_logits(ref, alt, N_PROMPT, V));
-		snprintf(what, sizeof(what), "EMBER_GEMV_SPLITK=%s vs 0 (decode)", splitk_settings[i]);
+		snprintf(what, sizeof(what), "%s vs default (decode)", name);
 		check_cmp(what, label, compare_logits(step, alt, N_PROMPT, V));
 		int32_t first_a, first_b, first_c, toks_a[N_GREEDY], toks_b[N_GREEDY], toks_c[N_GREEDY];
 		MUST(cuda->forward(bk, prompt, 32, 0, 0, NULL, &first_a));
@@ -167,12 +176,9 @@ static void run_model(const char *path, const char *label)
 			same_ab++;
 		while (same_ac < N_GREEDY && toks_a[same_ac] == toks_c[same_ac])
 			same_ac++;
-		printf("%-40s %-8s run 2: %d, plain launches: %d of %d tokens identical\n", "greedy split-K", label, same_ab, same_ac,
-		       N_GREEDY);
-		CHECK(first_a == first_b && same_ab == N_GREEDY, "EMBER_GEMV_SPLITK=%s: two greedy runs diverge at step %d",
-		      splitk_settings[i], same_ab);
-		CHECK(first_a == first_c && same_ac == N_GREEDY, "EMBER_GEMV_SPLITK=%s: graph and plain greedy diverge at step %d",
-		      splitk_settings[i], same_ac);
+		printf("%-40s %-8s run 2: %d, plain launches: %d of %d tokens identical\n", name, label, same_ab, same_ac, N_GREEDY);
+		CHECK(first_a == first_b && same_ab == N_GREEDY, "%s: two greedy runs diverge at step %d", name, same_ab);
+		CHECK(first_a == first_c && same_ac == N_GREEDY, "%s: graph and plain greedy diverge at step %d", name, same_ac);
 		cuda->destroy(bk);
 		cuda->destroy(bkp);
 	}

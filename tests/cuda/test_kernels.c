@@ -113,7 +113,12 @@ static void attn_ref(const double *q, const uint16_t *K, const uint16_t *V, int 
 	free(s);
 }
 
-static void test_attn_decode(int D, int G, int pos, int n_split)
+/* Decode attention (lean 0: the split-KV kernel, 1: EMBER_ATTN_LEAN) at position pos. The cache
+ * rows from pos on are NaN, so the lean kernel's early loads of row pos must be replaced by the
+ * appended row. Launched twice on the same counters: they must be zero after each launch and the
+ * second output bit-identical. The lean kernel must leave the scratch of splits without keys (all
+ * of it when one split holds every key) unwritten. */
+static void test_attn_decode(int D, int G, int pos, int n_split, int lean)
 {
 	const int n_kv = 2, n_head = n_kv * G, n_ctx = 1200;
 	const size_t cache_elems = (size_t)n_kv * n_ctx * D;
@@ -160,14 +165,37 @@ static void test_attn_decode(int D, int G, int pos, int n_split)
 	a.part_o = dev_poison((size_t)n_kv * n_split * G * D * 4);
 	a.part_ml = dev_poison((size_t)n_kv * n_split * G * 2 * 4);
 	a.counters = dev_poison(n_kv * 4);
+	a.lean = lean;
 	MUST(cudaMemset(a.counters, 0, n_kv * 4));
 	MUST(ember_attn_decode(&a, 0));
-	uint16_t *out = malloc((size_t)n_head * D * 2), *K2 = malloc(cache_elems * 2), *V2 = malloc(cache_elems * 2);
-	uint32_t counters[2];
-	dev_download(out, a.out, (size_t)n_head * D * 2);
+	const size_t out_bytes = (size_t)n_head * D * 2;
+	const size_t po_floats = (size_t)n_kv * n_split * G * D, pml_floats = (size_t)n_kv * n_split * G * 2;
+	uint16_t *out = malloc(out_bytes), *out2 = malloc(out_bytes), *K2 = malloc(cache_elems * 2), *V2 = malloc(cache_elems * 2);
+	uint32_t *po = malloc(po_floats * 4), *pml = malloc(pml_floats * 4);
+	uint32_t counters[2], counters2[2];
+	dev_download(out, a.out, out_bytes);
 	dev_download(K2, a.k_cache, cache_elems * 2);
 	dev_download(V2, a.v_cache, cache_elems * 2);
 	dev_download(counters, a.counters, sizeof(counters));
+	dev_download(po, a.part_o, po_floats * 4);
+	dev_download(pml, a.part_ml, pml_floats * 4);
+	MUST(cudaMemset(a.out, 0xFF, out_bytes));
+	MUST(ember_attn_decode(&a, 0));
+	dev_download(out2, a.out, out_bytes);
+	dev_download(counters2, a.counters, sizeof(counters2));
+	/* Splits at or past n_active hold no key (the kernels' chunking); lean writes no scratch there. */
+	const int n_keys = pos + 1;
+	int chunk = (n_keys + n_split - 1) / n_split;
+	chunk = (chunk + 127) / 128 * 128;
+	const int n_active = (n_keys + chunk - 1) / chunk < n_split ? (n_keys + chunk - 1) / chunk : n_split;
+	int scratch_written = 0;
+	for (int h = 0; lean && h < n_kv; h++)
+		for (int sp = n_active == 1 ? 0 : n_active; sp < n_split; sp++) {
+			for (int i = 0; i < G * D; i++)
+				scratch_written += po[((size_t)h * n_split + sp) * G * D + i] != 0xFFFFFFFFu;
+			for (int i = 0; i < G * 2; i++)
+				scratch_written += pml[((size_t)h * n_split + sp) * G * 2 + i] != 0xFFFFFFFFu;
+		}
 	/* Reference: append the new key/value, then attend over positions 0..pos. */
 	double worst = 0, worst_kv = 0, ref[128], qr[128], kr[128];
 	for (int h = 0; h < n_kv; h++) {
@@ -189,11 +217,17 @@ static void test_attn_decode(int D, int G, int pos, int n_split)
 			}
 		}
 	}
-	printf("attn decode D=%d G=%d pos=%d splits=%d: max abs err %.2e, appended K/V rel err %.2e\n", D, G, pos, n_split, worst,
-	       worst_kv);
-	CHECK(worst < 4e-3, "attn decode D=%d G=%d pos=%d splits=%d: err %.3g", D, G, pos, n_split, worst);
-	CHECK(worst_kv < 2e-3, "attn decode appended K/V wrong (rel %.3g)", worst_kv);
-	CHECK(counters[0] == 0 && counters[1] == 0, "split counters not reset: %u %u", counters[0], counters[1]);
+	printf("attn decode%s D=%d G=%d pos=%d splits=%d (%d active): max abs err %.2e, appended K/V rel err %.2e\n", lean ? " lean" : "",
+	       D, G, pos, n_split, n_active, worst, worst_kv);
+	CHECK(worst < 4e-3, "attn decode lean=%d D=%d G=%d pos=%d splits=%d: err %.3g", lean, D, G, pos, n_split, worst);
+	CHECK(worst_kv < 2e-3, "attn decode lean=%d appended K/V wrong (rel %.3g)", lean, worst_kv);
+	CHECK(counters[0] == 0 && counters[1] == 0, "lean=%d split counters not reset: %u %u", lean, counters[0], counters[1]);
+	CHECK(counters2[0] == 0 && counters2[1] == 0, "lean=%d split counters not reset by a second launch: %u %u", lean, counters2[0],
+	      counters2[1]);
+	CHECK(memcmp(out, out2, out_bytes) == 0, "attn decode lean=%d D=%d G=%d pos=%d splits=%d: second launch differs", lean, D, G, pos,
+	      n_split);
+	CHECK(scratch_written == 0, "attn decode lean D=%d G=%d pos=%d splits=%d: %d scratch values written by inactive splits", D, G, pos,
+	      n_split, scratch_written);
 	void *bufs[] = {a.k_cache, a.v_cache, a.out, (void *)a.q, (void *)a.k, (void *)a.v, (void *)a.q_norm, (void *)a.k_norm,
 	                (void *)a.rope_cos, (void *)a.rope_sin, (void *)a.state, a.part_o, a.part_ml, a.counters};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -208,6 +242,9 @@ static void test_attn_decode(int D, int G, int pos, int n_split)
 	free(cs);
 	free(sn);
 	free(out);
+	free(out2);
+	free(po);
+	free(pml);
 }
 
 /* Multi-token attention: the flash (mma) kernel and the per-token fallback against the CPU. */
@@ -446,10 +483,19 @@ int main(void)
 	test_dequant_embed(EMBER_T_F16, 20, 200);
 	test_dequant_embed(EMBER_T_BF16, 20, 200);
 	check_failures += test_kernels_gemv(); /* test_kernels_gemv.c: its own count */
-	test_attn_decode(128, 4, 0, 33);
-	test_attn_decode(128, 4, 1100, 33);
-	test_attn_decode(128, 2, 99, 1);
-	test_attn_decode(64, 2, 517, 5);
+	for (int lean = 0; lean <= 1; lean++) {
+		test_attn_decode(128, 4, 0, 33, lean);    /* one active split of 33 */
+		test_attn_decode(128, 4, 100, 33, lean);  /* one active split, several warps */
+		test_attn_decode(128, 4, 127, 33, lean);  /* last key of the first chunk: still one split */
+		test_attn_decode(128, 4, 128, 33, lean);  /* first key of the second chunk: two splits, one key in the second */
+		test_attn_decode(128, 4, 1100, 33, lean); /* 9 active splits of 33 */
+		test_attn_decode(128, 8, 700, 33, lean);
+		test_attn_decode(128, 1, 300, 2, lean);
+		test_attn_decode(128, 2, 99, 1, lean);
+		test_attn_decode(64, 2, 517, 5, lean);
+		test_attn_decode(64, 8, 1199, 3, lean);   /* several batches per warp, last cache row */
+		test_attn_decode(64, 1, 31, 4, lean);
+	}
 	test_attn_prefill(128, 4, 150, 70, 1);
 	test_attn_prefill(64, 2, 64, 0, 1);
 	test_attn_prefill(128, 2, 33, 200, 1);

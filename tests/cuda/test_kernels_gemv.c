@@ -61,6 +61,32 @@ static const char *splitk_name(int s)
 	return buf;
 }
 
+/* ---- streaming GEMV (ember_gemv_args.streaming): warps, ring depth, CTAs per SM ---- */
+
+struct stream_setting {
+	int warps, ring, ctas;
+};
+static const struct stream_setting stream_settings[] = {{4, 2, 0}, {4, 3, 1}, {8, 4, 0}, {8, 8, 1}, {8, 2, 2}, {4, 6, 3}};
+#define N_STREAM_SETTINGS ((int)(sizeof(stream_settings) / sizeof(stream_settings[0])))
+
+/* Switches a to streaming setting i (i < 0: the plain kernel). */
+static void stream_set(struct ember_gemv_args *a, int i)
+{
+	a->streaming = i >= 0;
+	a->stream_warps = i >= 0 ? stream_settings[i].warps : 0;
+	a->stream_ring = i >= 0 ? stream_settings[i].ring : 0;
+	a->stream_ctas = i >= 0 ? stream_settings[i].ctas : 0;
+}
+
+static const char *stream_name(int i)
+{
+	static char buf[48];
+	if (i < 0)
+		return "off";
+	snprintf(buf, sizeof(buf), "W%d R%d C%d", stream_settings[i].warps, stream_settings[i].ring, stream_settings[i].ctas);
+	return buf;
+}
+
 static void test_gemv_store(int type, int tiled, int rows, int cols)
 {
 	struct mat m = make_mat(type, rows, cols);
@@ -117,6 +143,34 @@ static void test_gemv_store(int type, int tiled, int rows, int cols)
 	       ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", rows, cols, worst_split);
 	CHECK(worst_split < 2e-6, "gemv %s %s split-K: rel diff to plain %.3g >= 2e-6", ember_type_name((enum ember_type)type),
 	      tiled ? "tiled" : "raw", worst_split);
+
+	/* Streaming: with 4 warps the fp32 additions happen in the plain kernel's order (bit-identical);
+	 * with 8 the warps' K tiles interleave differently. Raw weights fall back to the plain kernel. */
+	a.splitk = 0;
+	double worst_stream = 0;
+	int same4 = 1;
+	for (int i = 0; i < N_STREAM_SETTINGS; i++) {
+		stream_set(&a, i);
+		MUST(cudaMemset(dy, 0xFF, (size_t)rows * 4));
+		MUST(ember_gemv(&a, 0));
+		dev_download(ys, dy, (size_t)rows * 4);
+		if (stream_settings[i].warps == 4 || !tiled)
+			same4 &= memcmp(ys, y, (size_t)rows * 4) == 0;
+		for (int r = 0; r < rows; r++) {
+			double mag;
+			(void)ref_dot(&m, r, xr, &mag);
+			const double err = fabs((double)ys[r] - y[r]) / (mag + 1e-12);
+			worst_stream = isnan(err) ? INFINITY : (err > worst_stream ? err : worst_stream);
+		}
+	}
+	stream_set(&a, -1);
+	printf("gemv %-5s %-6s %3dx%-4d streaming (%d settings): max rel diff to plain %.2e, 4 warps %s\n",
+	       ember_type_name((enum ember_type)type), tiled ? "tiled" : "raw", rows, cols, N_STREAM_SETTINGS, worst_stream,
+	       same4 ? "bit-identical" : "DIFFER");
+	CHECK(same4, "gemv %s %s streaming with 4 warps is not bit-identical to plain", ember_type_name((enum ember_type)type),
+	      tiled ? "tiled" : "raw");
+	CHECK(worst_stream < 2e-6, "gemv %s %s streaming: rel diff to plain %.3g >= 2e-6", ember_type_name((enum ember_type)type),
+	      tiled ? "tiled" : "raw", worst_stream);
 	free(ys);
 	free(ys2);
 	cudaFree(dw);
@@ -129,8 +183,10 @@ static void test_gemv_store(int type, int tiled, int rows, int cols)
 	free_mat(&m);
 }
 
-/* The decode step's fused launches; splitk: EMBER_GEMV_SPLITK setting (0 = plain kernel). */
-static void test_gemv_fused(int splitk)
+/* The decode step's fused launches; splitk: EMBER_GEMV_SPLITK setting (0 = plain kernel); stream_i:
+ * streaming setting (-1 = off); up_tiled: the SwiGLU up matrix tiled (the streaming kernel needs all
+ * segments tiled) or raw. */
+static void test_gemv_fused(int splitk, int stream_i, int up_tiled)
 {
 	const int cols = 768, rows = 40;
 	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4);
@@ -146,6 +202,7 @@ static void test_gemv_fused(int splitk)
 	struct ember_gemv_args a;
 	memset(&a, 0, sizeof(a));
 	splitk_set(&a, splitk);
+	stream_set(&a, stream_i);
 	void *dws[3];
 	float *dys[3];
 	for (int i = 0; i < 3; i++) {
@@ -171,7 +228,7 @@ static void test_gemv_fused(int splitk)
 			worst = isnan(err) || err > worst ? (isnan(err) ? INFINITY : err) : worst;
 		}
 	}
-	printf("gemv 3 segments (Q4_K, Q4_K, Q6_K) rms input, split-K %s: max rel err %.2e\n", splitk_name(splitk), worst);
+	printf("gemv 3 segments (Q4_K, Q4_K, Q6_K) rms input, split-K %s stream %s: max rel err %.2e\n", splitk_name(splitk), stream_name(stream_i), worst);
 	CHECK(worst < 1e-3, "gemv multi-segment rms: rel err %.3g", worst);
 
 	/* Residual epilogue: out += W x (fp16 input). */
@@ -186,6 +243,8 @@ static void test_gemv_fused(int splitk)
 		float *dres = dev_upload(res, rows * 4);
 		memset(&a, 0, sizeof(a));
 		splitk_set(&a, splitk);
+		stream_set(&a, stream_i);
+	stream_set(&a, stream_i);
 		a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dres};
 		a.n_seg = 1;
 		a.k = cols;
@@ -200,7 +259,7 @@ static void test_gemv_fused(int splitk)
 			double err = fabs(got[r] - ref) / (mag + fabs(res[r]) + 1e-12);
 			w2 = isnan(err) ? INFINITY : (err > w2 ? err : w2);
 		}
-		printf("gemv residual epilogue, split-K %s: max rel err %.2e\n", splitk_name(splitk), w2);
+		printf("gemv residual epilogue, split-K %s stream %s: max rel err %.2e\n", splitk_name(splitk), stream_name(stream_i), w2);
 		CHECK(w2 < 1e-4, "gemv residual: rel err %.3g", w2);
 		cudaFree(dw);
 		cudaFree(dxh);
@@ -215,12 +274,14 @@ static void test_gemv_fused(int splitk)
 	/* SwiGLU epilogue: gate (Q4_K tiled) and up (Q6_K raw) share the RMS input. */
 	{
 		struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
-		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, 0);
+		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, up_tiled);
 		void *dh = dev_poison(rows * 2);
 		memset(&a, 0, sizeof(a));
 		splitk_set(&a, splitk);
+		stream_set(&a, stream_i);
+	stream_set(&a, stream_i);
 		a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
-		a.seg[1] = (struct ember_gemv_seg){du, um.type, 0, rows, NULL};
+		a.seg[1] = (struct ember_gemv_seg){du, um.type, up_tiled, rows, NULL};
 		a.n_seg = 2;
 		a.k = cols;
 		a.in_mode = EMBER_GEMV_IN_RMS;
@@ -239,8 +300,10 @@ static void test_gemv_fused(int splitk)
 			const double err = fabs(ember_fp16_to_f32(h[r]) - ref) / (fabs(ref) + 1e-3 * (mg + mu) + 1e-6);
 			w3 = isnan(err) ? INFINITY : (err > w3 ? err : w3);
 		}
-		printf("gemv swiglu epilogue, split-K %s: max rel err %.2e\n", splitk_name(splitk), w3);
-		CHECK(w3 < 3e-3, "gemv swiglu: rel err %.3g", w3);
+		printf("gemv swiglu epilogue (up %s), split-K %s stream %s: max rel err %.2e\n", up_tiled ? "tiled" : "raw",
+		       splitk_name(splitk), stream_name(stream_i), w3);
+		CHECK(w3 < 3e-3, "gemv swiglu (up %s, split-K %s, stream %s): rel err %.3g", up_tiled ? "tiled" : "raw",
+		      splitk_name(splitk), stream_name(stream_i), w3);
 		cudaFree(dg);
 		cudaFree(du);
 		cudaFree(dh);
@@ -261,7 +324,7 @@ static void test_gemv_fused(int splitk)
 	free(xn);
 }
 
-static void test_gemv_argmax(int splitk, int cols)
+static void test_gemv_argmax(int splitk, int stream_i, int cols)
 {
 	const int rows = 1000;
 	struct mat m = make_mat(EMBER_T_Q8_0, rows, cols);
@@ -291,6 +354,7 @@ static void test_gemv_argmax(int splitk, int cols)
 	struct ember_gemv_args a;
 	memset(&a, 0, sizeof(a));
 	splitk_set(&a, splitk);
+	stream_set(&a, stream_i);
 	a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dl};
 	a.n_seg = 1;
 	a.k = cols;
@@ -306,7 +370,7 @@ static void test_gemv_argmax(int splitk, int cols)
 	MUST(ember_gemv(&a, 0)); /* second run: the last CTA must have reset best/done */
 	dev_download(&st, dst, sizeof(st));
 	dev_download(out, dout, sizeof(out));
-	printf("gemv argmax K=%d split-K %s: token %d (ref %d, margin %.2e), pos %d step %d\n", cols, splitk_name(splitk), st.token,
+	printf("gemv argmax K=%d split-K %s stream %s: token %d (ref %d, margin %.2e), pos %d step %d\n", cols, splitk_name(splitk), stream_name(stream_i), st.token,
 	       best, bestv - second, st.pos, st.step);
 	const int dirty = splitk_counters_dirty();
 	CHECK(dirty == 0, "gemv argmax split-K %s: %d counters not reset", splitk_name(splitk), dirty);
@@ -354,6 +418,100 @@ static void test_gemv_errors(void)
 	cudaFree(dy);
 }
 
+/* Streaming with many row tiles per CTA (EMBER_GEMV_CTAS=1: one CTA per SM, so 2200 rows are ~1-2
+ * units per CTA on 132 SMs and many more on smaller GPUs): RMS input into SwiGLU over tiled gate
+ * (Q4_K) and up (Q6_K) rows, then a residual launch of mixed segments, against the reference. */
+static void test_gemv_stream_many(int stream_i)
+{
+	const int cols = 1024, rows = 2304;
+	float *x = malloc(cols * 4), *nw = malloc(cols * 4), *xn = malloc(cols * 4), *res = malloc(rows * 4),
+	      *got = malloc(rows * 4), *hx = malloc(rows * 4);
+	for (int k = 0; k < cols; k++) {
+		x[k] = nrand() * 2.0f;
+		nw[k] = 1.0f + 0.2f * nrand();
+	}
+	rms_ref(x, nw, cols, 1e-6f, xn);
+	struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
+	void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, 1);
+	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4);
+	uint16_t *h = malloc(rows * 2);
+	void *dh = dev_poison(rows * 2);
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	stream_set(&a, stream_i);
+	a.stream_ctas = 1;
+	a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
+	a.seg[1] = (struct ember_gemv_seg){du, um.type, 1, rows, NULL};
+	a.n_seg = 2;
+	a.k = cols;
+	a.in_mode = EMBER_GEMV_IN_RMS;
+	a.x = dx;
+	a.norm_w = dnw;
+	a.eps = 1e-6f;
+	a.epi = EMBER_GEMV_SWIGLU;
+	a.out_h = dh;
+	MUST(ember_gemv(&a, 0));
+	dev_download(h, dh, rows * 2);
+	double w1 = 0;
+	for (int r = 0; r < rows; r++) {
+		double mg, mu, g = ref_dot(&gm, r, xn, &mg), u = ref_dot(&um, r, xn, &mu);
+		const double ref = g / (1 + exp(-g)) * u;
+		hx[r] = ember_fp16_to_f32(h[r]);
+		const double err = fabs(hx[r] - ref) / (fabs(ref) + 1e-3 * (mg + mu) + 1e-6);
+		w1 = isnan(err) ? INFINITY : (err > w1 ? err : w1);
+	}
+
+	/* Residual over two segments (Q8_0 then Q4_K rows) with the SwiGLU output as fp16 input: the
+	 * segments split the units unevenly across CTAs. */
+	const int r0 = 700, r1 = rows - r0; /* k = rows: a multiple of 256 */
+	struct mat m0 = make_mat(EMBER_T_Q8_0, r0, rows), m1 = make_mat(EMBER_T_Q4_K, r1, rows);
+	void *d0 = dev_mat(&m0, 1), *d1 = dev_mat(&m1, 1);
+	for (int r = 0; r < rows; r++)
+		res[r] = nrand();
+	float *dres = dev_upload(res, rows * 4);
+	memset(&a, 0, sizeof(a));
+	stream_set(&a, stream_i);
+	a.stream_ctas = 1;
+	a.seg[0] = (struct ember_gemv_seg){d0, m0.type, 1, r0, dres};
+	a.seg[1] = (struct ember_gemv_seg){d1, m1.type, 1, r1, dres + r0};
+	a.n_seg = 2;
+	a.k = rows;
+	a.in_mode = EMBER_GEMV_IN_F16;
+	a.x = dh;
+	a.epi = EMBER_GEMV_RESID;
+	MUST(ember_gemv(&a, 0));
+	dev_download(got, dres, rows * 4);
+	double w2 = 0;
+	for (int r = 0; r < rows; r++) {
+		double mag, ref = res[r] + (r < r0 ? ref_dot(&m0, r, hx, &mag) : ref_dot(&m1, r - r0, hx, &mag));
+		const double err = fabs(got[r] - ref) / (mag + fabs(res[r]) + 1e-12);
+		w2 = isnan(err) ? INFINITY : (err > w2 ? err : w2);
+	}
+	printf("gemv streaming %s, one CTA per SM, %d rows: swiglu max rel err %.2e, 2-segment residual %.2e\n",
+	       stream_name(stream_i), rows, w1, w2);
+	CHECK(w1 < 3e-3, "gemv streaming %s swiglu (many units): rel err %.3g", stream_name(stream_i), w1);
+	CHECK(w2 < 1e-4, "gemv streaming %s residual (many units): rel err %.3g", stream_name(stream_i), w2);
+	cudaFree(dg);
+	cudaFree(du);
+	cudaFree(d0);
+	cudaFree(d1);
+	cudaFree(dx);
+	cudaFree(dnw);
+	cudaFree(dh);
+	cudaFree(dres);
+	free_mat(&gm);
+	free_mat(&um);
+	free_mat(&m0);
+	free_mat(&m1);
+	free(x);
+	free(nw);
+	free(xn);
+	free(res);
+	free(got);
+	free(hx);
+	free(h);
+}
+
 /* Runs the GEMV checks; returns the number of failed checks. */
 int test_kernels_gemv(void)
 {
@@ -373,12 +531,20 @@ int test_kernels_gemv(void)
 	test_gemv_store(EMBER_T_Q4_K, 0, 40, 2048);
 	test_gemv_store(EMBER_T_F16, 0, 40, 1000);
 	test_gemv_store(EMBER_T_BF16, 0, 24, 1000);
+	test_gemv_store(EMBER_T_Q4_K, 1, 4100, 1024); /* streaming: > 1 unit per CTA with 1 CTA per SM */
 	const int fused_splitk[] = {0, 2, 3, EMBER_SPLITK_AUTO};
 	for (int i = 0; i < 4; i++)
-		test_gemv_fused(fused_splitk[i]);
-	test_gemv_argmax(0, 256);
-	test_gemv_argmax(4, 1024);
-	test_gemv_argmax(7, 2048);
+		test_gemv_fused(fused_splitk[i], -1, 0);
+	test_gemv_fused(0, -1, 1);
+	for (int i = 0; i < N_STREAM_SETTINGS; i++) {
+		test_gemv_fused(0, i, 1);
+		test_gemv_stream_many(i);
+	}
+	test_gemv_argmax(0, -1, 256);
+	test_gemv_argmax(4, -1, 1024);
+	test_gemv_argmax(7, -1, 2048);
+	test_gemv_argmax(0, 2, 4096);
+	test_gemv_argmax(0, 1, 1024);
 	test_gemv_errors();
 	return check_failures;
 }

@@ -1,0 +1,441 @@
+/*
+ * gemv_stream.cu - streaming variant of the decode GEMV (EMBER_GEMV_STREAM; see gemv_stream.cuh).
+ *
+ * The plain kernel (gemv.cu) gives each CTA one row tile: every CTA stages the whole input (for
+ * the RMSNorm input, 2-3x the bytes of the weights it then reads), its ring starts empty and
+ * drains at the end, and the SwiGLU launch's up pass starts with a cold ring. Here the grid is at
+ * most one wave (as many CTAs as fit, or EMBER_GEMV_CTAS per SM), with the row tiles ("units")
+ * dealt out evenly, and each CTA
+ *   - issues the first rounds of weight copies before anything else,
+ *   - stages the input once (the RMSNorm input in one trip when it fits in registers),
+ *   - then walks one flat sequence of rounds over all its units and passes (a round = one 16x256
+ *     tile per warp), one __syncthreads per round, the ring refilled R-1 rounds ahead across unit
+ *     and pass boundaries, so it never drains until the CTA's last round.
+ * A job's (unit, pass) per-warp sums go to a double-buffered shared array and are added and
+ * finished (store, residual, SwiGLU, argmax) by 16 threads after the next round's barrier.
+ * Tiled weights only (raw segments run the plain kernel). Same cores as gemv.cu (gemv_core.cuh).
+ */
+#include "gemv_stream.cuh"
+
+#include "gemv_core.cuh"
+
+#define STREAM_MAX_RING 8
+#ifndef STREAM_MIN_BLOCKS_W4
+#define STREAM_MIN_BLOCKS_W4 4 /* CTAs per SM the 4-warp kernel's registers must allow */
+#endif
+
+/* Ring-depth-dependent wait: all but the newest n committed groups complete. */
+static __device__ __forceinline__ void cp_async_wait_dyn(int n)
+{
+	switch (n) {
+	case 0: cp_async_wait<0>(); break;
+	case 1: cp_async_wait<1>(); break;
+	case 2: cp_async_wait<2>(); break;
+	case 3: cp_async_wait<3>(); break;
+	case 4: cp_async_wait<4>(); break;
+	case 5: cp_async_wait<5>(); break;
+	default: cp_async_wait<6>(); break;
+	}
+}
+
+/* A position in the CTA's sequence of rounds: unit (row tile in grid-stride order), pass (SwiGLU:
+ * 0 gate, 1 up), round within the pass, and what that round reads. Advanced one round at a time
+ * with no division (the per-round bookkeeping runs in every thread, next to ~300 instructions of
+ * tile math per warp). */
+struct stream_cursor {
+	int unit, pass, rr;      /* rr: round within the pass */
+	int si, rt, type;        /* segment, its row tile, its weight type */
+	const uint8_t *src;      /* first tile of this round in global memory */
+	int tb;                  /* tile bytes of this segment */
+};
+
+template <int EPI, int W>
+static __device__ __forceinline__ void cursor_locate(const ember_gemv_args &a, stream_cursor &c, int kt_count)
+{
+	c.rt = locate_tile(a, c.unit, EPI == EMBER_GEMV_SWIGLU, &c.si);
+	c.si += c.pass;
+	const ember_gemv_seg &seg = a.seg[c.si];
+	c.type = seg.type;
+	c.tb = (int)ember_tile_bytes(seg.type);
+	c.src = tile_base(seg, c.rt, kt_count * EMBER_TILE_K) + (size_t)c.rr * W * c.tb;
+}
+
+template <int EPI, int W>
+static __device__ __forceinline__ void cursor_next(const ember_gemv_args &a, stream_cursor &c, int rpp, int kt_count)
+{
+	constexpr int P = EPI == EMBER_GEMV_SWIGLU ? 2 : 1;
+	if (++c.rr < rpp) {
+		c.src += (size_t)W * c.tb;
+		return;
+	}
+	c.rr = 0;
+	if (++c.pass == P) {
+		c.pass = 0;
+		c.unit += (int)gridDim.x;
+	}
+	cursor_locate<EPI, W>(a, c, kt_count);
+}
+
+/* Issues the round at cursor c (round number g) into ring slot `slot` when the CTA has it, and
+ * commits a group either way (uniform group counts), then advances c. */
+template <int EPI, int W>
+static __device__ __forceinline__ void stream_issue(const ember_gemv_args &a, stream_cursor &c, uint8_t *ring,
+                                                    size_t slot_bytes, int slot, int g, int n_rounds, int rpp,
+                                                    int kt_count)
+{
+	if (g < n_rounds) {
+		const int t0 = c.rr * W;
+		const int nt = kt_count - t0 < W ? kt_count - t0 : W;
+		const int chunks = nt * c.tb / 16;
+		uint8_t *dst = ring + (size_t)slot * slot_bytes;
+		for (int i = threadIdx.x; i < chunks; i += W * 32)
+			cp_async16(dst + (size_t)i * 16, c.src + (size_t)i * 16);
+		cursor_next<EPI, W>(a, c, rpp, kt_count);
+	}
+	cp_async_commit();
+}
+
+/* Stages the input as fp16 xs[k_pad] (zero past k) plus per-16-column sums sx[k_pad/16]: fp16 x
+ * as is, or RMSNorm(x) * norm_w of the fp32 x. Vector path: 16 columns per item; the RMS input
+ * is read once when every thread holds at most two items. Contains __syncthreads; the caller
+ * syncs before reading xs. */
+template <int IN, int T>
+static __device__ __forceinline__ void stream_stage(const ember_gemv_args &a, int k_pad, __half *xs, float *sx, float *red)
+{
+	const int tid = threadIdx.x, k = a.k, n_items = k_pad / 16;
+	const uintptr_t bits = (uintptr_t)a.x | (IN == EMBER_GEMV_IN_RMS ? (uintptr_t)a.norm_w : 0);
+	const bool vec = (k & 15) == 0 && (bits & 15) == 0;
+	if (IN == EMBER_GEMV_IN_F16 && vec) {
+		const uint4 *x4 = static_cast<const uint4 *>(a.x);
+		for (int t0 = tid; t0 < n_items; t0 += 4 * T) {
+			uint4 v[4][2];
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * T;
+				const bool ok = t < n_items && 16 * t < k;
+				v[u][0] = ok ? x4[2 * t] : make_uint4(0, 0, 0, 0);
+				v[u][1] = ok ? x4[2 * t + 1] : make_uint4(0, 0, 0, 0);
+			}
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * T;
+				if (t < n_items) {
+					reinterpret_cast<uint4 *>(xs)[2 * t] = v[u][0];
+					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = v[u][1];
+					const uint32_t w8[8] = {v[u][0].x, v[u][0].y, v[u][0].z, v[u][0].w,
+					                        v[u][1].x, v[u][1].y, v[u][1].z, v[u][1].w};
+					float sum = 0.0f;
+#pragma unroll
+					for (int i = 0; i < 8; i++) {
+						const float2 f = ember_unpack_half2(w8[i]);
+						sum += f.x + f.y;
+					}
+					sx[t] = sum;
+				}
+			}
+		}
+		return;
+	}
+	if (IN == EMBER_GEMV_IN_RMS && vec && n_items <= 2 * T) {
+		/* One trip: each thread keeps its (at most two) items of x and norm_w in registers. */
+		const float4 *x4 = static_cast<const float4 *>(a.x), *w4 = reinterpret_cast<const float4 *>(a.norm_w);
+		float4 xv[2][4], wv[2][4];
+		float ss = 0.0f;
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int t = tid + u * T;
+			const bool ok = t < n_items && 16 * t < k;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
+				wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < 2; u++)
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				ss += xv[u][i].x * xv[u][i].x + xv[u][i].y * xv[u][i].y + xv[u][i].z * xv[u][i].z + xv[u][i].w * xv[u][i].w;
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int t = tid + u * T;
+			if (t < n_items) {
+				uint32_t packed[8];
+				float sum = 0.0f;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					const float4 p = xv[u][i], q = wv[u][i];
+					packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
+					packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
+				}
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					const float2 f = ember_unpack_half2(packed[j]);
+					sum += f.x + f.y;
+				}
+				reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+				reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+				sx[t] = sum;
+			}
+		}
+		return;
+	}
+	/* Generic path: any k, any alignment, any width. */
+	if (IN == EMBER_GEMV_IN_F16) {
+		const __half *x = static_cast<const __half *>(a.x);
+		for (int i = tid; i < k_pad; i += T)
+			xs[i] = i < k ? x[i] : __float2half(0.0f);
+	} else {
+		const float *x = static_cast<const float *>(a.x);
+		float ss = 0.0f;
+		for (int i = tid; i < k; i += T)
+			ss = fmaf(x[i], x[i], ss);
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
+		for (int i = tid; i < k_pad; i += T)
+			xs[i] = i < k ? __float2half_rn(x[i] * scale * a.norm_w[i]) : __float2half(0.0f);
+	}
+	__syncthreads();
+	for (int t = tid; t < n_items; t += T) {
+		float sum = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			sum += __half2float(xs[16 * t + i]);
+		sx[t] = sum;
+	}
+}
+
+/* Adds the warps' sums of a finished job (16 threads, one row each; seg/rt/pass: the job's) and
+ * applies the epilogue. SwiGLU keeps the gate sum of pass 0 in *gate until pass 1 of the same rows. */
+template <int EPI, int W>
+static __device__ __forceinline__ void stream_finish(const ember_gemv_args &a, const float *ys, int si, int rt, int pass,
+                                                     float *gate, unsigned long long *best_key)
+{
+	const int t = threadIdx.x;
+	float y = 0.0f;
+#pragma unroll
+	for (int w = 0; w < W; w++)
+		y += ys[w * 16 + t];
+	const ember_gemv_seg &seg = a.seg[si];
+	const int row = rt * 16 + t;
+	if (row >= seg.rows)
+		return;
+	if (EPI == EMBER_GEMV_STORE || EPI == EMBER_GEMV_ARGMAX) {
+		seg.out[row] = y;
+		if (EPI == EMBER_GEMV_ARGMAX) {
+			const unsigned long long key = argmax_key(y, row);
+			*best_key = key > *best_key ? key : *best_key;
+		}
+	} else if (EPI == EMBER_GEMV_RESID) {
+		seg.out[row] += y;
+	} else if (pass == 0) {
+		*gate = y;
+	} else {
+		const float g = *gate;
+		static_cast<__half *>(a.out_h)[row] = __float2half_rn(g / (1.0f + expf(-g)) * y);
+	}
+}
+
+template <int TYPE>
+static __device__ __forceinline__ void stream_tile(const uint8_t *tile, const uint32_t *xs32, const float *sx, int kt,
+                                                   int lane, float &y0, float &y1)
+{
+	tile_regs<TYPE> t;
+	tile_load<TYPE>(tile, lane, t);
+	tile_compute<TYPE>(t, xs32 + kt * 128, sx + kt * 16, lane, y0, y1);
+}
+
+template <int IN, int EPI, int W>
+static __global__ void __launch_bounds__(W * 32, W == 4 ? STREAM_MIN_BLOCKS_W4 : 2) gemv_stream_kernel(const ember_gemv_args args, int k_pad,
+                                                                                int ring_rounds, int pdl)
+{
+	constexpr int P = EPI == EMBER_GEMV_SWIGLU ? 2 : 1;
+	extern __shared__ __align__(16) unsigned char smem_raw[];
+	const int R = ring_rounds;
+	const size_t slot_bytes = (size_t)args.ring_bytes / (size_t)R;
+	uint8_t *ring = smem_raw;
+	__half *xs = reinterpret_cast<__half *>(smem_raw + args.ring_bytes);
+	float *sx = reinterpret_cast<float *>(smem_raw + args.ring_bytes + (size_t)k_pad * 2);
+	float *red = sx + k_pad / 16;
+	float *ys = red + 32; /* [2][W][16], indexed by job parity */
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	const int kt_count = k_pad / EMBER_TILE_K, rpp = (kt_count + W - 1) / W;
+	const int n_units = args.n_tiles > (int)blockIdx.x ? (args.n_tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
+	const int n_rounds = n_units * P * rpp;
+
+	/* Weights first: they do not depend on the previous kernel. */
+	stream_cursor issue_c, comp_c;
+	issue_c.unit = (int)blockIdx.x;
+	issue_c.pass = 0;
+	issue_c.rr = 0;
+	if (n_rounds > 0)
+		cursor_locate<EPI, W>(args, issue_c, kt_count);
+	comp_c = issue_c;
+	int issue_slot = 0;
+	for (int g = 0; g < R - 1; g++) {
+		stream_issue<EPI, W>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
+		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
+	}
+	if (pdl) {
+		asm volatile("griddepcontrol.launch_dependents;\n" ::);
+		asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	}
+	stream_stage<IN, W * 32>(args, k_pad, xs, sx, red);
+
+	const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
+	float y0 = 0.0f, y1 = 0.0f, gate = 0.0f;
+	unsigned long long best_key = 0;
+	/* A finished job whose sums wait for the next barrier: its segment, row tile, pass, buffer. */
+	int pend = 0, pend_si = 0, pend_rt = 0, pend_pass = 0, parity = 0;
+	int slot = 0;
+	for (int g = 0; g < n_rounds; g++) {
+		cp_async_wait_dyn(R - 2);
+		__syncthreads(); /* round g landed for all; round g-1's slot and the pending sums are free */
+		if (pend) {
+			if (threadIdx.x < 16)
+				stream_finish<EPI, W>(args, ys + (parity ^ 1) * W * 16, pend_si, pend_rt, pend_pass, &gate, &best_key);
+			pend = 0;
+		}
+		stream_issue<EPI, W>(args, issue_c, ring, slot_bytes, issue_slot, g + R - 1, n_rounds, rpp, kt_count);
+		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
+
+		const int kt = comp_c.rr * W + warp;
+		if (kt < kt_count) {
+			const uint8_t *tile = ring + (size_t)slot * slot_bytes + (size_t)warp * comp_c.tb;
+			switch (comp_c.type) {
+			case EMBER_T_Q8_0: stream_tile<EMBER_T_Q8_0>(tile, xs32, sx, kt, lane, y0, y1); break;
+			case EMBER_T_Q4_K: stream_tile<EMBER_T_Q4_K>(tile, xs32, sx, kt, lane, y0, y1); break;
+			case EMBER_T_Q6_K: stream_tile<EMBER_T_Q6_K>(tile, xs32, sx, kt, lane, y0, y1); break;
+			}
+		}
+		slot = slot + 1 == R ? 0 : slot + 1;
+		if (comp_c.rr == rpp - 1) {
+			gemv_group_sum(y0, y1);
+			if ((lane & 3) == 0) {
+				float *dst = ys + parity * W * 16 + warp * 16;
+				dst[lane >> 2] = y0;
+				dst[(lane >> 2) + 8] = y1;
+			}
+			y0 = 0.0f;
+			y1 = 0.0f;
+			pend = 1;
+			pend_si = comp_c.si;
+			pend_rt = comp_c.rt;
+			pend_pass = comp_c.pass;
+			parity ^= 1;
+		}
+		if (g + 1 < n_rounds)
+			cursor_next<EPI, W>(args, comp_c, rpp, kt_count);
+	}
+	cp_async_wait<0>();
+	__syncthreads();
+	if (pend && threadIdx.x < 16)
+		stream_finish<EPI, W>(args, ys + (parity ^ 1) * W * 16, pend_si, pend_rt, pend_pass, &gate, &best_key);
+	if (EPI == EMBER_GEMV_ARGMAX)
+		argmax_publish(args, best_key);
+}
+
+/* ---- launcher ---- */
+
+template <int IN, int EPI, int W>
+static int stream_launch(const ember_gemv_args *a, int k_pad, int n_sm, cudaStream_t stream)
+{
+	static size_t smem_set = 48 * 1024;
+	static size_t occ_smem = 0;
+	static int occ_blocks = 0;
+	const int R = a->stream_ring;
+	const size_t smem = (size_t)a->ring_bytes + (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + (32 + 2 * W * 16) * 4;
+	if (smem > smem_set) {
+		CUDA_CHECK(cudaFuncSetAttribute(gemv_stream_kernel<IN, EPI, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		smem_set = smem;
+	}
+	if (occ_smem != smem) {
+		int nb = 0;
+		CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gemv_stream_kernel<IN, EPI, W>, W * 32, smem));
+		if (nb < 1)
+			return ember_error_set(EMBER_ERROR, "gemv stream: %zu bytes of shared memory per CTA do not fit an SM", smem);
+		occ_blocks = nb;
+		occ_smem = smem;
+	}
+	int per_sm = occ_blocks;
+	if (a->stream_ctas > 0 && a->stream_ctas < per_sm)
+		per_sm = a->stream_ctas;
+	/* One wave at most, the units dealt out evenly: every CTA gets `per` or `per - 1` of them. */
+	const int cap = per_sm * n_sm;
+	const int per = (a->n_tiles + cap - 1) / cap;
+	const int grid = (a->n_tiles + per - 1) / per;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute attr[1];
+	cfg.gridDim = dim3(grid);
+	cfg.blockDim = dim3(W * 32);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_stream_kernel<IN, EPI, W>, *a, k_pad, R, a->pdl));
+	CUDA_CHECK_LAUNCH("gemv_stream_kernel");
+	return 0;
+}
+
+template <int IN, int W>
+static int stream_dispatch_epi(const ember_gemv_args *a, int k_pad, int n_sm, cudaStream_t stream)
+{
+	switch (a->epi) {
+	case EMBER_GEMV_STORE: return stream_launch<IN, EMBER_GEMV_STORE, W>(a, k_pad, n_sm, stream);
+	case EMBER_GEMV_RESID: return stream_launch<IN, EMBER_GEMV_RESID, W>(a, k_pad, n_sm, stream);
+	case EMBER_GEMV_SWIGLU: return stream_launch<IN, EMBER_GEMV_SWIGLU, W>(a, k_pad, n_sm, stream);
+	case EMBER_GEMV_ARGMAX: return stream_launch<IN, EMBER_GEMV_ARGMAX, W>(a, k_pad, n_sm, stream);
+	}
+	return ember_error_set(EMBER_ERROR, "gemv stream: unknown epilogue %d", a->epi);
+}
+
+template <int W>
+static int stream_dispatch(const ember_gemv_args *a, int k_pad, int n_sm, cudaStream_t stream)
+{
+	if (a->in_mode == EMBER_GEMV_IN_F16)
+		return stream_dispatch_epi<EMBER_GEMV_IN_F16, W>(a, k_pad, n_sm, stream);
+	return stream_dispatch_epi<EMBER_GEMV_IN_RMS, W>(a, k_pad, n_sm, stream);
+}
+
+extern "C" int ember_gemv_stream(int *out_ran, const struct ember_gemv_args *a_in, int k_pad, int n_sm,
+                                 cudaStream_t stream)
+{
+	EMBER_REQUIRE(out_ran && a_in && n_sm > 0 && a_in->n_tiles > 0);
+	*out_ran = 0;
+	struct ember_gemv_args args = *a_in, *a = &args;
+	size_t tb_max = 0;
+	for (int i = 0; i < a->n_seg; i++) {
+		if (!a->seg[i].tiled)
+			return 0;
+		const size_t tb = ember_tile_bytes(a->seg[i].type);
+		tb_max = tb > tb_max ? tb : tb_max;
+	}
+	const int W = a->stream_warps == 4 ? 4 : 8;
+	int R = a->stream_ring > 0 ? a->stream_ring : 4;
+	if (R < 2)
+		R = 2;
+	if (R > STREAM_MAX_RING)
+		R = STREAM_MAX_RING;
+	/* The ring shrinks to what the SM's shared memory holds next to the input; none fits: plain kernel. */
+	static int smem_optin = 0;
+	if (!smem_optin) {
+		int dev = 0;
+		CUDA_CHECK(cudaGetDevice(&dev));
+		CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	}
+	const size_t fixed = (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + (32 + 2 * W * 16) * 4;
+	while (R > 2 && fixed + (size_t)R * W * tb_max > (size_t)smem_optin)
+		R--;
+	if (fixed + (size_t)R * W * tb_max > (size_t)smem_optin)
+		return 0;
+	a->stream_warps = W;
+	a->stream_ring = R;
+	a->ring_bytes = (int)((size_t)R * W * tb_max);
+	*out_ran = 1;
+	return W == 4 ? stream_dispatch<4>(a, k_pad, n_sm, stream) : stream_dispatch<8>(a, k_pad, n_sm, stream);
+}
