@@ -3,8 +3,8 @@
 # each one commit on top of main, in the (bare) repository REPO:
 #   exp/aa        a comment-only change to the engine (A/A: nothing may be labelled)
 #   exp/nograph   the decode step's CUDA graph switched off by default (EMBER_GRAPHS=0): a real slowdown
-#   exp/splitk    the split-K decode GEMV switched on by default (EMBER_GEMV_SPLITK=auto): a kernel
-#                 variant that landed behind a toggle, now made the default
+#   exp/plaingemv the streaming decode GEMV switched off by default (EMBER_GEMV_STREAM=0): a kernel
+#                 default reverted to the slower variant that stays behind the toggle
 #   exp/ropebug   RoPE's theta 1% off in the CUDA backend: a subtle numerical bug, speed unchanged
 # Each edit is checked to have changed the file, so a renamed line fails loudly instead of
 # producing an experiment that changes nothing.
@@ -37,5 +37,5 @@ experiment exp/nograph "kernels: decode without CUDA graphs by default" kernels/
   's|env_int("EMBER_GRAPHS", 1)|env_int("EMBER_GRAPHS", 0)|'
 experiment exp/ropebug "kernels: precompute RoPE tables (introduces a 1% theta error)" kernels/cuda_backend.c \
   's|pow((double)hp->rope_theta, |pow((double)hp->rope_theta * 1.01, |'
-experiment exp/splitk "kernels: split-K decode GEMV on by default" kernels/cuda_backend.c \
-  '/EMBER_GEMV_SPLITK: "auto"/s/the default 0/the default: auto/; /if (!v || !\*v)/{n;s/return 0;/return EMBER_SPLITK_AUTO;/}' 
+experiment exp/plaingemv "kernels: plain decode GEMV by default" kernels/cuda_backend.c \
+  's|env_int("EMBER_GEMV_STREAM", 1)|env_int("EMBER_GEMV_STREAM", 0)|' 

@@ -135,10 +135,12 @@ if [ "$WHAT" != check ]; then
 		run "$B" 120 "variant $label $m" env $envset "$BIN/ember-bench" --model "$MODELS/$m.gguf" --backend cuda --reps 5 "$@"
 		grep -E "^(decode|prefill)" "$B" | tail -n 2 | sed "s/^/    [$label $m] /" >>"$SUMMARY"
 	}
-	variant "EMBER_PDL=1" EMBER_PDL=1 qwen3-0.6b-q8_0 --decode 128
-	variant "EMBER_GRAPHS=0" EMBER_GRAPHS=0 qwen3-0.6b-q8_0 --decode 128
-	variant "EMBER_PDL=1" EMBER_PDL=1 qwen3-8b-q4_k_m --decode 128
-	variant "EMBER_ATTN_SPLIT=66" EMBER_ATTN_SPLIT=66 qwen3-8b-q4_k_m --decode 32768
+	for m in qwen3-8b-q4_k_m qwen3-0.6b-q8_0; do
+		variant "EMBER_GEMV_STREAM=0" EMBER_GEMV_STREAM=0 $m --decode 128,32768
+		variant "EMBER_ATTN_LEAN=0" EMBER_ATTN_LEAN=0 $m --decode 128,32768
+		variant "EMBER_PDL=0" EMBER_PDL=0 $m --decode 128,32768
+		variant "EMBER_GRAPHS=0" EMBER_GRAPHS=0 $m --decode 128,32768
+	done
 	if [ "${QUICK:-0}" != 1 ]; then
 		variant "EMBER_GEMV=simple" EMBER_GEMV=simple qwen3-8b-q4_k_m --decode 128 --gen 32
 		variant "EMBER_FA=simple" EMBER_FA=simple qwen3-0.6b-q8_0 --prefill 4096 --reps 3

@@ -42,34 +42,18 @@ static int env_choice(const char *name, const char *first, const char *second, i
 	return dflt;
 }
 
-/* EMBER_GEMV_SPLITK: "auto", or N >= 0 (capped at EMBER_SPLITK_MAX); anything else is the default 0. */
-static int env_splitk(void)
-{
-	const char *v = getenv("EMBER_GEMV_SPLITK");
-	if (!v || !*v)
-		return 0;
-	if (strcmp(v, "auto") == 0)
-		return EMBER_SPLITK_AUTO;
-	char *end = NULL;
-	long x = strtol(v, &end, 10);
-	if (!end || *end != '\0' || x < 0)
-		return 0;
-	return x > EMBER_SPLITK_MAX ? EMBER_SPLITK_MAX : (int)x;
-}
-
 static void read_options(struct cuda_options *o)
 {
 	o->graphs = env_int("EMBER_GRAPHS", 1) != 0;
 	o->gemv_mma = env_choice("EMBER_GEMV", "mma", "simple", 1);
 	o->attn_split = env_int("EMBER_ATTN_SPLIT", 0);
-	o->attn_lean = env_int("EMBER_ATTN_LEAN", 0) != 0;
+	o->attn_lean = env_int("EMBER_ATTN_LEAN", 1) != 0;
 	o->fa_mma = env_choice("EMBER_FA", "mma", "simple", 1);
 	o->prefill_chunk = env_int("EMBER_PREFILL_CHUNK", 0);
-	o->pdl = env_int("EMBER_PDL", 0) != 0;
-	o->gemv_splitk = env_splitk();
-	o->gemv_stream = env_int("EMBER_GEMV_STREAM", 0) != 0;
+	o->pdl = env_int("EMBER_PDL", 1) != 0;
+	o->gemv_stream = env_int("EMBER_GEMV_STREAM", 1) != 0;
 	o->gemv_warps = env_int("EMBER_GEMV_WARPS", 8) == 4 ? 4 : 8;
-	o->gemv_ring = env_int("EMBER_GEMV_RING", 4);
+	o->gemv_ring = env_int("EMBER_GEMV_RING", 3);
 	o->gemv_ctas = env_int("EMBER_GEMV_CTAS", 0);
 }
 
@@ -137,7 +121,7 @@ static void cuda_destroy(struct ember_backend *be)
 	free_matrix(&be->head);
 	void *bufs[] = {be->f16_head, be->embd_raw, be->output_norm, be->kv, be->rope_cos, be->rope_sin, be->state,
 	                be->out_tokens, be->x, be->qkv, be->logits, be->attn, be->ffh, be->part_o, be->part_ml,
-	                be->counters, be->splitk_scratch, be->splitk_counters, be->p_tokens, be->p_argmax, be->p_x,
+	                be->counters, be->p_tokens, be->p_argmax, be->p_x,
 	                be->p_qkv, be->p_gu, be->p_logits, be->p_xn, be->p_q, be->p_attn, be->p_h};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
@@ -201,30 +185,6 @@ static float *upload_f32(struct ember_backend *be, const struct ember_tensor *t,
 		return NULL;
 	}
 	return p;
-}
-
-/* Split-K GEMV scratch (EMBER_GEMV_SPLITK != 0): the largest need of the decode step's five GEMV
- * launches (QKV, O, gate/up, down, LM head) under layout.cuh's bound, allocated once here so the
- * step (and its CUDA graph) never allocates. */
-static void splitk_sizes(struct ember_backend *be)
-{
-	const struct ember_hparams *hp = &be->hp;
-	const int s = be->opt.gemv_splitk, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
-	const int kt_e = (hp->n_embd + 255) / 256, kt_q = (qd + 255) / 256, kt_f = (hp->n_ff + 255) / 256;
-	const int t_qkv = (qd + 15) / 16 + 2 * ((kvd + 15) / 16), t_e = (hp->n_embd + 15) / 16;
-	const int t_ff = (hp->n_ff + 15) / 16, t_v = (hp->n_vocab + 15) / 16;
-	const size_t need[] = {ember_splitk_scratch_bound(s, kt_e, t_qkv), ember_splitk_scratch_bound(s, kt_q, t_e),
-	                       ember_splitk_scratch_bound(s, kt_e, 2 * t_ff), ember_splitk_scratch_bound(s, kt_f, t_e),
-	                       ember_splitk_scratch_bound(s, kt_e, t_v)};
-	be->splitk_floats = 0;
-	be->splitk_counters_cap = 0;
-	if (!s)
-		return;
-	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
-		be->splitk_floats = need[i] > be->splitk_floats ? need[i] : be->splitk_floats;
-	const int groups[] = {t_qkv, t_e, t_ff, t_v};
-	for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
-		be->splitk_counters_cap = groups[i] > be->splitk_counters_cap ? groups[i] : be->splitk_counters_cap;
 }
 
 static int check_model(const struct ember_model *model)
@@ -313,10 +273,8 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	be->bytes_f16 = 2 * ((size_t)hp->n_layer * ((size_t)(qd + 2 * kvd) * E + (size_t)E * qd + 3 * (size_t)F * E) + (size_t)V * E);
 	be->bytes_kv = (size_t)hp->n_layer * 2 * hp->n_head_kv * (size_t)be->n_ctx * hd * 2;
 	const size_t B = (size_t)be->chunk;
-	splitk_sizes(be);
 	be->bytes_scratch = max_raw + (size_t)be->n_ctx * hd * 4 + B * (4 * E + 2 * E + 4 * (qd + 2 * kvd) + 2 * qd * 2 + 4 * 2 * F + 2 * F + 8) +
-	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4 +
-	                    be->splitk_floats * 4 + (size_t)be->splitk_counters_cap * 4;
+	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4;
 	{
 		size_t free_b = 0, total_b = 0;
 		CUDA_CHECK_GOTO(cudaMemGetInfo(&free_b, &total_b));
@@ -427,10 +385,6 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	be->part_o = dev_alloc((size_t)hp->n_head_kv * be->n_split * group * hd * 4, &error);
 	be->part_ml = dev_alloc((size_t)hp->n_head_kv * be->n_split * group * 2 * 4, &error);
 	be->counters = dev_alloc((size_t)hp->n_head_kv * 4, &error);
-	if (be->opt.gemv_splitk) {
-		be->splitk_scratch = dev_alloc(be->splitk_floats * 4, &error);
-		be->splitk_counters = dev_alloc((size_t)be->splitk_counters_cap * 4, &error);
-	}
 	/* Prefill chunk buffers. */
 	be->p_tokens = dev_alloc(B * 4, &error);
 	be->p_argmax = dev_alloc(B * 4, &error);
@@ -448,8 +402,6 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	memset(be->h_state, 0, sizeof(*be->h_state));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->state, 0, sizeof(struct ember_decode_state), be->stream));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->counters, 0, (size_t)hp->n_head_kv * 4, be->stream));
-	if (be->splitk_counters)
-		CUDA_CHECK_GOTO(cudaMemsetAsync(be->splitk_counters, 0, (size_t)be->splitk_counters_cap * 4, be->stream));
 	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
 	cudaFree(staging);
 	staging = NULL;

@@ -18,16 +18,14 @@ struct cuda_options {
 	int graphs;        /* EMBER_GRAPHS: replay the decode step as one CUDA graph (default 1) */
 	int gemv_mma;      /* EMBER_GEMV=mma|simple: tiled tensor-core GEMV or raw-row scalar GEMV */
 	int attn_split;    /* EMBER_ATTN_SPLIT: KV splits per head in decode attention (0 = auto) */
-	int attn_lean;     /* EMBER_ATTN_LEAN: lower-latency decode attention kernel (default 0) */
+	int attn_lean;     /* EMBER_ATTN_LEAN: lower-latency decode attention kernel (default 1) */
 	int fa_mma;        /* EMBER_FA=mma|simple: prefill flash attention on tensor cores, or the
 	                      split-KV kernel run per query token */
 	int prefill_chunk; /* EMBER_PREFILL_CHUNK: tokens per prefill pass (default 4096) */
-	int pdl;           /* EMBER_PDL: decode GEMVs as programmatic dependent launches (default 0) */
-	int gemv_splitk;   /* EMBER_GEMV_SPLITK: 0 (default) plain GEMV, N > 0 at most N K slices,
-	                      EMBER_SPLITK_AUTO chosen per matrix (gemv_splitk.cu, layout.cuh) */
-	int gemv_stream;   /* EMBER_GEMV_STREAM: one-wave streaming GEMV (gemv_stream.cu), default 0 */
+	int pdl;           /* EMBER_PDL: decode GEMVs as programmatic dependent launches (default 1) */
+	int gemv_stream;   /* EMBER_GEMV_STREAM: one-wave streaming GEMV (gemv_stream.cu), default 1 */
 	int gemv_warps;    /* EMBER_GEMV_WARPS: its warps per CTA, 4 or 8 (default 8) */
-	int gemv_ring;     /* EMBER_GEMV_RING: its ring depth in rounds, 2..8 (default 4) */
+	int gemv_ring;     /* EMBER_GEMV_RING: its ring depth in rounds, 2..8 (default 3) */
 	int gemv_ctas;     /* EMBER_GEMV_CTAS: its CTAs per SM at most (0 = as many as fit) */
 };
 
@@ -77,10 +75,6 @@ struct ember_backend {
 	float *part_o, *part_ml;
 	uint32_t *counters;
 	int n_split;
-	float *splitk_scratch;       /* split-K GEMV partial sums (EMBER_GEMV_SPLITK != 0), sized for the */
-	size_t splitk_floats;        /* largest launch of the step */
-	uint32_t *splitk_counters;   /* one per row block, zero at rest (the kernels reset them) */
-	int splitk_counters_cap;
 	cudaGraphExec_t graph;
 	int graph_warm;             /* one plain step has run (kernels loaded) */
 

@@ -25,9 +25,8 @@ static struct ember_gemv_seg seg_of(const struct cuda_matrix *m, float *out)
 }
 
 /* A decode GEMV over k columns of x: fp16, or fp32 that the kernel RMS-normalizes with norm_w when
- * norm_w is not NULL; epilogue epi; and what every launch of the step shares: EMBER_PDL, and
- * EMBER_GEMV_SPLITK with the scratch sized at create, EMBER_GEMV_STREAM and its shape. The caller adds
- * the segments. */
+ * norm_w is not NULL; epilogue epi; and what every launch of the step shares: EMBER_PDL and
+ * EMBER_GEMV_STREAM with its shape. The caller adds the segments. */
 static struct ember_gemv_args gemv_args(const struct ember_backend *be, int epi, const void *x, int k, const float *norm_w)
 {
 	struct ember_gemv_args g;
@@ -42,11 +41,6 @@ static struct ember_gemv_args gemv_args(const struct ember_backend *be, int epi,
 		g.eps = be->hp.rms_eps;
 	}
 	g.pdl = be->opt.pdl;
-	g.splitk = be->opt.gemv_splitk;
-	g.splitk_scratch = be->splitk_scratch;
-	g.splitk_scratch_floats = be->splitk_floats;
-	g.splitk_counters = be->splitk_counters;
-	g.splitk_counters_cap = be->splitk_counters_cap;
 	g.streaming = be->opt.gemv_stream;
 	g.stream_warps = be->opt.gemv_warps;
 	g.stream_ring = be->opt.gemv_ring;

@@ -11,14 +11,12 @@
  * row, scalar fp32 dequantize-and-FMA in ggml's formulas; the reference and the fallback.
  * The input (fp16 x, or RMSNorm of the fp32 residual) is staged in shared memory with per-16
  * column sums that the mma epilogue needs to remove the 1024 offset and the Q4_K mins.
- * The shared cores live in gemv_core.cuh; with args.splitk != 0, ember_gemv hands the launch to
- * the split-K kernel (gemv_splitk.cu) where it applies, and with args.streaming to the streaming
- * kernel (gemv_stream.cu).
+ * The shared cores live in gemv_core.cuh; with args.streaming, ember_gemv hands the launch to the
+ * streaming kernel (gemv_stream.cu) when every segment is tiled.
  */
 #include "gemv.cuh"
 
 #include "gemv_core.cuh"
-#include "gemv_splitk.cuh"
 #include "gemv_stream.cuh"
 
 /* ---- the kernel ---- */
@@ -248,7 +246,6 @@ extern "C" int ember_gemv(const struct ember_gemv_args *a_in, cudaStream_t strea
 	EMBER_REQUIRE(a->epi != EMBER_GEMV_SWIGLU || (a->n_seg == 2 && a->seg[0].rows == a->seg[1].rows && a->out_h));
 	EMBER_REQUIRE(a->epi != EMBER_GEMV_ARGMAX || (a->n_seg == 1 && a->state));
 	EMBER_REQUIRE(a->in_mode != EMBER_GEMV_IN_RMS || a->norm_w);
-	EMBER_REQUIRE(a->splitk >= 0 || a->splitk == EMBER_SPLITK_AUTO);
 	int grid = 0;
 	for (int i = 0; i < a->n_seg; i++) {
 		const struct ember_gemv_seg *s = &a->seg[i];
@@ -283,12 +280,6 @@ extern "C" int ember_gemv(const struct ember_gemv_args *a_in, cudaStream_t strea
 	if (a->streaming) {
 		int ran = 0;
 		const int rc = ember_gemv_stream(&ran, a, k_pad, n_sm, stream);
-		if (rc || ran)
-			return rc;
-	}
-	if (a->splitk != 0) {
-		int ran = 0;
-		const int rc = ember_gemv_splitk(&ran, a, k_pad, n_sm, EMBER_SPLITK_GRID_PER_SM * n_sm, stream);
 		if (rc || ran)
 			return rc;
 	}

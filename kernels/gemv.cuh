@@ -3,10 +3,8 @@
  * matrices in one launch (Q, K and V share the input), with the input RMSNorm and the output
  * epilogue (store, residual add, SwiGLU of a gate/up pair, LM head with greedy argmax) fused.
  * Weights are either tiled (layout.cuh, mma.sync variant) or raw GGUF rows (simple variant).
- * With args.splitk != 0 (EMBER_GEMV_SPLITK) K is cut into slices that separate CTAs compute
- * (gemv_splitk.cu); with args.streaming != 0 (EMBER_GEMV_STREAM) a one-wave grid of CTAs streams
- * their row tiles through never-draining rings (gemv_stream.cu); the default is the kernel where
- * one CTA walks all of K for its 16 rows (gemv.cu).
+ * With args.streaming != 0 a one-wave grid of CTAs streams their row tiles through
+ * never-draining rings (gemv_stream.cu); otherwise one CTA walks all of K for its 16 rows (gemv.cu).
  * Plain C declarations: the backend's .c files include this.
  */
 #ifndef EMBER_KERNELS_GEMV_CUH
@@ -67,29 +65,19 @@ struct ember_gemv_args {
 	/* filled in by ember_gemv: */
 	int n_tiles;                      /* row tiles to compute (SWIGLU: of one segment) */
 	int ring_bytes;                   /* shared-memory ring for the streamed tiles */
-	/* split-K (gemv_splitk.cu); all zero = the plain kernel: */
-	int splitk;                       /* EMBER_GEMV_SPLITK: 0 = one CTA walks all of K (default); N > 0 =
-	                                     at most N K slices; EMBER_SPLITK_AUTO = chosen per launch
-	                                     (layout.cuh); auto falls back to 0 where one slice is best */
-	float *splitk_scratch;            /* splitk != 0: device scratch of splitk_scratch_floats floats
-	                                     (ember_splitk_scratch_bound); contents need no initialization */
-	size_t splitk_scratch_floats;
-	uint32_t *splitk_counters;        /* splitk != 0: device, one per row block (row tiles of all
-	                                     segments); all zero before a launch, left all zero after it */
-	int splitk_counters_cap;          /* entries in splitk_counters */
-	/* streaming kernel (gemv_stream.cu); all zero = the plain or split-K kernel: */
-	int streaming;                    /* EMBER_GEMV_STREAM: 1 = at most one wave of CTAs, each streaming
-	                                     all its row tiles through one never-draining ring (tiled
-	                                     weights only; raw segments fall back); takes precedence over
-	                                     splitk */
+	/* streaming kernel (gemv_stream.cu); all zero = the plain kernel (gemv.cu): */
+	int streaming;                    /* 1 = at most one wave of CTAs, each staging the input once and
+	                                     streaming all its row tiles through one never-draining ring
+	                                     (tiled weights only; a launch with raw segments runs the plain
+	                                     kernel); the backend's default (EMBER_GEMV_STREAM) */
 	int stream_warps;                 /* warps per CTA: 4 or 8 (0 = 8) */
-	int stream_ring;                  /* ring depth in rounds of stream_warps tiles, 2..8 (0 = 4) */
+	int stream_ring;                  /* ring depth in rounds of stream_warps tiles, 2..8 (0 = 3);
+	                                     lowered to what shared memory holds */
 	int stream_ctas;                  /* at most this many CTAs per SM (0 = as many as fit) */
 };
 
-/* Launches the GEMV on `stream`. Returns 0 or a negative ember error (shapes are checked; with
- * splitk != 0, also the scratch and counter capacity). Deterministic: the same inputs give
- * bit-identical outputs on every run, split or not (the split sums its slices in a fixed order). */
+/* Launches the GEMV on `stream`. Returns 0 or a negative ember error (shapes are checked).
+ * Deterministic: the same inputs give bit-identical outputs on every run (fixed summation order). */
 int ember_gemv(const struct ember_gemv_args *args, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -1,9 +1,10 @@
 /*
- * gemv_core.cuh - device code shared by the decode GEMV kernels (gemv.cu: one CTA walks all of K;
- * gemv_splitk.cu: CTAs own K slices): the tiled mma cores per weight type, the cp.async ring
- * that streams a row tile's 16x256 tiles through shared memory, the scalar raw-row dot product,
- * one row tile's 16 rows over a K range (row_tile_dot: all of K or one slice), and the bookkeeping
- * both kernels share (segment lookup, the greedy-argmax publication).
+ * gemv_core.cuh - device code shared by the decode GEMV kernels (gemv.cu: one CTA per row tile;
+ * gemv_stream.cu: one wave of CTAs streaming many row tiles): the tiled mma cores per weight type
+ * with their lane-split scale epilogues, the cp.async ring that streams a row tile's 16x256 tiles
+ * through shared memory, the scalar raw-row dot product, one row tile's 16 rows over a K range
+ * (row_tile_dot, gemv.cu), and the bookkeeping both kernels share (segment lookup, the
+ * greedy-argmax publication).
  * Internal to kernels/: included only by .cu files.
  */
 #ifndef EMBER_KERNELS_GEMV_CORE_CUH
@@ -363,11 +364,11 @@ static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg 
 	return static_cast<const uint8_t *>(seg.w) + (size_t)rt * (k_pad / EMBER_TILE_K) * ember_tile_bytes(seg.type);
 }
 
-/* ---- one row tile: the 16 rows both kernels compute per item ---- */
+/* ---- one row tile: the 16 rows the plain kernel computes per item ---- */
 
 /* The 16 rows of row tile rt of `seg` over K tiles [kt0, kt0 + kt_n) into yout[16] (shared). xs/sx
- * hold those columns of the input, the first `cols` of them inside k (gemv.cu: all of K, kt0 = 0 and
- * cols = k; gemv_splitk.cu: its slice). Tiled weights stream through the ring (`prefetched`: the
+ * hold those columns of the input, the first `cols` of them inside k (gemv.cu passes all of K:
+ * kt0 = 0, cols = k). Tiled weights stream through the ring (`prefetched`: the
  * first rounds were already issued), ys holding the warps' sums; raw rows take a warp per row.
  * Contains __syncthreads. */
 static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int kt0, int kt_n, int cols, int k, int k_pad,

@@ -416,7 +416,7 @@ extern "C" int ember_gemv_stream(int *out_ran, const struct ember_gemv_args *a_i
 		tb_max = tb > tb_max ? tb : tb_max;
 	}
 	const int W = a->stream_warps == 4 ? 4 : 8;
-	int R = a->stream_ring > 0 ? a->stream_ring : 4;
+	int R = a->stream_ring > 0 ? a->stream_ring : 3;
 	if (R < 2)
 		R = 2;
 	if (R > STREAM_MAX_RING)

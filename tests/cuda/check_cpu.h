@@ -1,6 +1,6 @@
 /*
- * check_cpu.h - what every CUDA test shares that needs no CUDA header (test_cuda_layout and
- * test_cuda_splitk build and run without one): ember's CHECK / check_exit from tests/engine/check.h,
+ * check_cpu.h - what every CUDA test shares that needs no CUDA header (test_cuda_layout builds
+ * and runs without one): ember's CHECK / check_exit from tests/engine/check.h,
  * and the seeded xorshift generator the tests draw their weights and inputs from. Each test sets
  * its own seed in test_rng before the first draw.
  */

@@ -7,8 +7,8 @@
  *     tokens, and both equal to repeated forward(argmax) calls;
  *   - the kernel variants behind EMBER_GEMV=simple, EMBER_FA=simple (and EMBER_PDL=0) agree with
  *     the defaults;
- *   - the GEMV variants (plain, EMBER_GEMV_SPLITK=3 and auto, EMBER_GEMV_STREAM=1 with 8 and 4
- *     warps): decode logits vs CPU at the same thresholds,
+ *   - the decode variants (plain GEMV with EMBER_GEMV_STREAM=0, streaming with 8 and 4 warps,
+ *     EMBER_ATTN_LEAN=0 and 1): decode logits vs CPU at the same thresholds,
  *     greedy 256 tokens identical to itself across two runs and between graph and plain launches
  *     (not required to equal the plain GEMV's tokens: another summation order may flip a near-tie).
  * Exits 77 (CTest skip) without a CUDA device.
@@ -63,10 +63,10 @@ static struct cmp compare_logits(const float *ref, const float *cand, int rows, 
 }
 
 static struct ember_backend *make_backend(const struct ember_backend_ops *ops, const struct ember_model *m, const char *graphs,
-                                          const char *gemv, const char *fa, const char *splitk)
+                                          const char *gemv, const char *fa, const char *stream)
 {
 	setenv("EMBER_GRAPHS", graphs, 1);
-	setenv("EMBER_GEMV_SPLITK", splitk, 1);
+	setenv("EMBER_GEMV_STREAM", stream, 1);
 	setenv("EMBER_GEMV", gemv, 1);
 	setenv("EMBER_FA", fa, 1);
 	setenv("EMBER_PDL", strcmp(gemv, "simple") == 0 ? "0" : "1", 1); /* the variant backend also runs without PDL */
@@ -102,7 +102,7 @@ static void run_model(const char *path, const char *label)
 	MUST(cpu->forward(bc, prompt, N_PROMPT, 0, 1, ref, NULL));
 	cpu->destroy(bc);
 
-	struct ember_backend *bg = make_backend(cuda, m, "1", "mma", "mma", "0");
+	struct ember_backend *bg = make_backend(cuda, m, "1", "mma", "mma", "1");
 	printf("device: %s\n", cuda->device_name(bg));
 	MUST(cuda->forward(bg, prompt, N_PROMPT, 0, 1, gpu, NULL));
 	check_cmp("cuda prefill vs cpu", label, compare_logits(ref, gpu, N_PROMPT, V));
@@ -112,7 +112,7 @@ static void run_model(const char *path, const char *label)
 	check_cmp("cuda token-by-token vs cpu", label, compare_logits(ref, step, N_PROMPT, V));
 
 	/* Greedy: graph vs plain, and both vs repeated forward(argmax). */
-	struct ember_backend *bp = make_backend(cuda, m, "0", "mma", "mma", "0");
+	struct ember_backend *bp = make_backend(cuda, m, "0", "mma", "mma", "1");
 	int32_t first_g, first_p, toks_g[N_GREEDY], toks_p[N_GREEDY], toks_f[64];
 	MUST(cuda->forward(bg, prompt, 32, 0, 0, NULL, &first_g));
 	MUST(cuda->forward(bp, prompt, 32, 0, 0, NULL, &first_p));
@@ -144,20 +144,21 @@ static void run_model(const char *path, const char *label)
 	check_cmp("EMBER_FA=simple vs mma (prefill)", label, compare_logits(gpu, alt, N_PROMPT, V));
 	cuda->destroy(bs);
 
-	/* GEMV variants (plain, split-K, streaming): decode logits vs CPU; greedy repeatable (graph
-	 * twice, and plain launches). */
+	/* Decode variants (plain or streaming GEMV, its warps, the attention kernel): decode logits vs
+	 * CPU; greedy repeatable (graph twice, and plain launches). */
 	static const struct {
-		const char *splitk, *stream, *warps;
-	} variants[] = {{"0", "0", "8"}, {"3", "0", "8"}, {"auto", "0", "8"}, {"0", "1", "8"}, {"0", "1", "4"}};
+		const char *stream, *warps, *lean;
+	} variants[] = {{"0", "8", "1"}, {"1", "8", "0"}, {"1", "4", "1"}, {"0", "8", "0"}};
 	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
 		char what[96], name[64];
-		snprintf(name, sizeof(name), "SPLITK=%s STREAM=%s WARPS=%s", variants[i].splitk, variants[i].stream, variants[i].warps);
-		setenv("EMBER_GEMV_STREAM", variants[i].stream, 1);
+		snprintf(name, sizeof(name), "STREAM=%s WARPS=%s ATTN_LEAN=%s", variants[i].stream, variants[i].warps,
+		         variants[i].lean);
 		setenv("EMBER_GEMV_WARPS", variants[i].warps, 1);
-		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", variants[i].splitk);
-		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", variants[i].splitk);
-		unsetenv("EMBER_GEMV_STREAM");
+		setenv("EMBER_ATTN_LEAN", variants[i].lean, 1);
+		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", variants[i].stream);
+		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", variants[i].stream);
 		unsetenv("EMBER_GEMV_WARPS");
+		unsetenv("EMBER_ATTN_LEAN");
 		for (int p = 0; p < N_PROMPT; p++)
 			MUST(cuda->forward(bk, prompt + p, 1, p, 0, alt + (size_t)p * V, NULL));
 		snprintf(what, sizeof(what), "%s token-by-token vs cpu", name);

@@ -2,7 +2,7 @@
  * test_kernels.c - test_cuda_kernels: every CUDA op against a CPU reference on fresh random
  * inputs, outputs poisoned (0xFF = NaN) before each launch, with an explicit tolerance per check.
  * Reference weights come from engine/quant.h (quantize, then dequantize in ggml's formulas); the
- * references accumulate in double. The decode GEMV's checks (plain and split-K) are in
+ * references accumulate in double. The decode GEMV's checks (plain and streaming) are in
  * test_kernels_gemv.c. Exits 77 (CTest skip) when no CUDA device is present.
  */
 #include <math.h>

@@ -1,7 +1,6 @@
 /*
- * tile_replay.h - the tiled decode GEMV's arithmetic replayed on the CPU, shared by
- * test_cuda_layout and test_cuda_splitk: fragment registers from the packed words (layout.cuh's
- * own functions), the mma.sync m16n8k16 product in the PTX fragment layout, and the fp32 scale
+ * tile_replay.h - the tiled decode GEMV's arithmetic replayed on the CPU for test_cuda_layout:
+ * fragment registers from the packed words (layout.cuh's own functions), the mma.sync m16n8k16 product in the PTX fragment layout, and the fp32 scale
  * epilogue with its 1024/1152 offsets, one scale group at a time (what a warp adds to its running
  * row sums). Static functions: include from one test file each.
  */
