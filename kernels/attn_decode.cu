@@ -439,6 +439,11 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kerne
 	uint32_t vraw[32][D / 64];
 	lean_load_k<D>(kraw, kc, base + lane, end);
 	lean_load_v<D>(vraw, vc, base, end, lane);
+	/* Launched as a programmatic dependent (args.pdl), the CTA got here while the QKV GEMV may still
+	 * run: the cache rows above (positions < pos, written by earlier steps; the row at pos is taken
+	 * from kv_new below) and state->pos (final before the step's first kernel) do not depend on it,
+	 * everything after this does. Without a programmatic launch this returns at once. */
+	asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
 	/* Stage the G query heads; the split holding `pos` also appends the new K/V (to the cache and
 	 * to kv_new). All the inputs are loaded first, so they arrive in one round trip. */
@@ -636,7 +641,16 @@ template <int D, int G>
 static int attn_launch(const ember_attn_args *a, cudaStream_t stream)
 {
 	if (a->n_tokens == 0 && a->lean) {
-		attn_decode_lean_kernel<D, G><<<dim3(a->n_kv, a->n_split, 1), ATTN_THREADS, 0, stream>>>(*a);
+		cudaLaunchConfig_t cfg = {};
+		cudaLaunchAttribute attr[1];
+		cfg.gridDim = dim3(a->n_kv, a->n_split, 1);
+		cfg.blockDim = dim3(ATTN_THREADS);
+		cfg.stream = stream;
+		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_decode_lean_kernel<D, G>, *a));
 	} else if (a->n_tokens == 0) {
 		attn_decode_kernel<D, G, true><<<dim3(a->n_kv, a->n_split, 1), ATTN_THREADS, 0, stream>>>(*a);
 	} else {

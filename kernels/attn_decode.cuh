@@ -41,6 +41,10 @@ struct ember_attn_args {
 	                                      float rounding, splits without keys exit at once and only
 	                                      the active ones take a ticket, one active split writes out
 	                                      directly, the first loads are issued before q is staged */
+	int pdl;                           /* lean decode only: 1 = launch as a programmatic dependent of the
+	                                      previous kernel (the QKV GEMV): the CTAs start early, issue
+	                                      their first K/V cache loads (written by earlier steps), then
+	                                      wait for that kernel before reading q, k, v or any scratch */
 
 	/* multi-token (n_tokens > 0): Q already normed/rotated, fp16 [n_tokens][n_head][D];
 	 * token t sits at position pos0 + t and sees keys 0..pos0+t (already in the cache) */

@@ -166,6 +166,7 @@ static void test_attn_decode(int D, int G, int pos, int n_split, int lean)
 	a.part_ml = dev_poison((size_t)n_kv * n_split * G * 2 * 4);
 	a.counters = dev_poison(n_kv * 4);
 	a.lean = lean;
+	a.pdl = lean; /* the lean kernel's programmatic launch (no predecessor here: the wait returns at once) */
 	MUST(cudaMemset(a.counters, 0, n_kv * 4));
 	MUST(ember_attn_decode(&a, 0));
 	const size_t out_bytes = (size_t)n_head * D * 2;
