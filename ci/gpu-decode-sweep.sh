@@ -9,7 +9,7 @@
 # Environment: OUT (default /tmp/ember-sweep-out), EMBER_MODELS_DIR, DEB_DIR (carried jansson
 # packages, see ci/gpu-jansson.sh), SWEEP_MODELS ("qwen3-8b:q4_k_m qwen3-0.6b:q8_0"), CONTEXTS
 # (128,4096), GEN (64), REPS (3), CONFIGS (one env assignment list per line, "-" = defaults),
-# TESTS (1), PROFILE (1), PROFILE_ENV, CUDA_DEFS (extra nvcc flags, e.g. -DGEMV_MIN_BLOCKS=5) with
+# TESTS (1), PROFILE (1), PROFILE_ENV, EMBER_BIN (use these binaries, no build), CUDA_DEFS (extra nvcc flags, e.g. -DGEMV_MIN_BLOCKS=5) with
 # BUILD_TAG (its build directory's suffix).
 set -uo pipefail
 
@@ -47,9 +47,14 @@ log "build ${BUILD_TAG:-default} ($CUDA_DEFS); host: $(nvidia-smi --query-gpu=na
 source "$ROOT/ci/gpu-jansson.sh"
 gpu_jansson_setup "${DEB_DIR:-$ROOT/.gpu/deb}"
 log "$GPU_JANSSON_MSG"
-run "$OUT/build.log" 300 "configure" cmake -S "$ROOT" -B "$BUILD" -DABGATE=OFF -DEMBER_CUDA=ON -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_FLAGS=$CUDA_DEFS" || exit 1
-run "$OUT/build.log" 400 "build" cmake --build "$BUILD" -j "$(nproc)" --target ember ember-bench test_cuda_kernels test_cuda_e2e || exit 1
-BIN=$BUILD/bin
+if [ -n "${EMBER_BIN:-}" ]; then
+	BIN=$EMBER_BIN
+	log "using the binaries in $BIN"
+else
+	run "$OUT/build.log" 300 "configure" cmake -S "$ROOT" -B "$BUILD" -DABGATE=OFF -DEMBER_CUDA=ON -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_FLAGS=$CUDA_DEFS" || exit 1
+	run "$OUT/build.log" 400 "build" cmake --build "$BUILD" -j "$(nproc)" --target ember ember-bench test_cuda_kernels test_cuda_e2e || exit 1
+	BIN=$BUILD/bin
+fi
 
 gen() { # shape quant
 	local f=$MODELS/$1-$2.gguf
@@ -88,7 +93,7 @@ if [ "${PROFILE:-1}" = 1 ] && command -v ncu >/dev/null; then
 	# One decode layer (5 kernels) well into the timed run; graphs off so ncu sees every launch.
 	run "$OUT/ncu.log" 240 "ncu [$PROFILE_ENV] $m" env EMBER_GRAPHS=0 $PROFILE_ENV ncu --clock-control none \
 		--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-		--section MemoryWorkloadAnalysis --section InstructionStats --section ComputeWorkloadAnalysis --metrics "$STALL_METRICS" --launch-skip 3000 --launch-count 10 \
+		--section MemoryWorkloadAnalysis --section InstructionStats --section ComputeWorkloadAnalysis --metrics "$STALL_METRICS" --launch-skip 3000 --launch-count ${PROFILE_LAUNCHES:-10} \
 		"$BIN/ember-bench" --model "$f" --backend cuda --decode 128 --gen 64 --reps 1
 	grep -E "gemv|attn|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Dynamic Shared|Grid Size|Block Size|Waves Per SM|Stall|Executed Ipc|Issue Slots|Issued Instructions|Warp Cycles Per Issued|Compute \(SM\)|issue_stalled" "$OUT/ncu.log" |
 		head -n 200 >"$OUT/ncu-summary.log"

@@ -133,7 +133,8 @@ if [ "$WHAT" != check ]; then
 		local label=$1 envset=$2 m=$3
 		shift 3
 		run "$B" 120 "variant $label $m" env $envset "$BIN/ember-bench" --model "$MODELS/$m.gguf" --backend cuda --reps 5 "$@"
-		grep -E "^(decode|prefill)" "$B" | tail -n 2 | sed "s/^/    [$label $m] /" >>"$SUMMARY"
+		awk '/^===== /{n=0; delete l} /^(decode|prefill)/{l[n++]=$0} END{for (i = 0; i < n; i++) print l[i]}' "$B" |
+			sed "s/^/    [$label $m] /" >>"$SUMMARY"
 	}
 	for m in qwen3-8b-q4_k_m qwen3-0.6b-q8_0; do
 		variant "EMBER_GEMV_STREAM=0" EMBER_GEMV_STREAM=0 $m --decode 128,32768
