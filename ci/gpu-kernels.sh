@@ -141,6 +141,7 @@ if [ "$WHAT" != check ]; then
 		variant "EMBER_ATTN_LEAN=0" EMBER_ATTN_LEAN=0 $m --decode 128,32768
 		variant "EMBER_PDL=0" EMBER_PDL=0 $m --decode 128,32768
 		variant "EMBER_GRAPHS=0" EMBER_GRAPHS=0 $m --decode 128,32768
+		variant "EMBER_ATTN_PDL=1" EMBER_ATTN_PDL=1 $m --decode 128,32768
 	done
 	if [ "${QUICK:-0}" != 1 ]; then
 		variant "EMBER_GEMV=simple" EMBER_GEMV=simple qwen3-8b-q4_k_m --decode 128 --gen 32

@@ -193,7 +193,8 @@ int main(int argc, char **argv)
 	       model->name, model->file_type, hp->n_layer, hp->n_embd, hp->n_vocab, bytes_tok / 1e9, ops->name,
 	       ops->device_name(be), now_s() - t0);
 	const char *toggles[] = {"EMBER_GRAPHS", "EMBER_GEMV", "EMBER_ATTN_SPLIT", "EMBER_FA", "EMBER_PREFILL_CHUNK", "EMBER_PDL",
-	                         "EMBER_GEMV_STREAM", "EMBER_GEMV_WARPS", "EMBER_GEMV_RING", "EMBER_GEMV_CTAS", "EMBER_ATTN_LEAN"};
+	                         "EMBER_GEMV_STREAM", "EMBER_GEMV_WARPS", "EMBER_GEMV_RING", "EMBER_GEMV_CTAS", "EMBER_ATTN_LEAN",
+	                         "EMBER_ATTN_PDL"};
 	printf("toggles:");
 	for (size_t i = 0; i < sizeof(toggles) / sizeof(toggles[0]); i++)
 		printf(" %s=%s", toggles[i], getenv(toggles[i]) ? getenv(toggles[i]) : "(default)");

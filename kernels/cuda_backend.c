@@ -48,6 +48,7 @@ static void read_options(struct cuda_options *o)
 	o->gemv_mma = env_choice("EMBER_GEMV", "mma", "simple", 1);
 	o->attn_split = env_int("EMBER_ATTN_SPLIT", 0);
 	o->attn_lean = env_int("EMBER_ATTN_LEAN", 1) != 0;
+	o->attn_pdl = env_int("EMBER_ATTN_PDL", 0) != 0;
 	o->fa_mma = env_choice("EMBER_FA", "mma", "simple", 1);
 	o->prefill_chunk = env_int("EMBER_PREFILL_CHUNK", 0);
 	o->pdl = env_int("EMBER_PDL", 1) != 0;

@@ -19,6 +19,7 @@ struct cuda_options {
 	int gemv_mma;      /* EMBER_GEMV=mma|simple: tiled tensor-core GEMV or raw-row scalar GEMV */
 	int attn_split;    /* EMBER_ATTN_SPLIT: KV splits per head in decode attention (0 = auto) */
 	int attn_lean;     /* EMBER_ATTN_LEAN: lower-latency decode attention kernel (default 1) */
+	int attn_pdl;      /* EMBER_ATTN_PDL: lean attention as a programmatic dependent launch (default 0) */
 	int fa_mma;        /* EMBER_FA=mma|simple: prefill flash attention on tensor cores, or the
 	                      split-KV kernel run per query token */
 	int prefill_chunk; /* EMBER_PREFILL_CHUNK: tokens per prefill pass (default 4096) */

@@ -111,7 +111,7 @@ static int decode_step_enqueue(struct ember_backend *be)
 		a.part_ml = be->part_ml;
 		a.counters = be->counters;
 		a.lean = be->opt.attn_lean;
-		a.pdl = be->opt.pdl;
+		a.pdl = be->opt.attn_pdl;
 		if ((rc = ember_attn_decode(&a, st)))
 			return rc;
 

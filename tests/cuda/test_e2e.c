@@ -8,7 +8,7 @@
  *   - the kernel variants behind EMBER_GEMV=simple, EMBER_FA=simple (and EMBER_PDL=0) agree with
  *     the defaults;
  *   - the decode variants (plain GEMV with EMBER_GEMV_STREAM=0, streaming with 8 and 4 warps,
- *     EMBER_ATTN_LEAN=0 and 1): decode logits vs CPU at the same thresholds,
+ *     EMBER_ATTN_LEAN=0 and 1, EMBER_ATTN_PDL=0 and 1): decode logits vs CPU at the same thresholds,
  *     greedy 256 tokens identical to itself across two runs and between graph and plain launches
  *     (not required to equal the plain GEMV's tokens: another summation order may flip a near-tie).
  * Exits 77 (CTest skip) without a CUDA device.
@@ -147,18 +147,20 @@ static void run_model(const char *path, const char *label)
 	/* Decode variants (plain or streaming GEMV, its warps, the attention kernel): decode logits vs
 	 * CPU; greedy repeatable (graph twice, and plain launches). */
 	static const struct {
-		const char *stream, *warps, *lean;
-	} variants[] = {{"0", "8", "1"}, {"1", "8", "0"}, {"1", "4", "1"}, {"0", "8", "0"}};
+		const char *stream, *warps, *lean, *attn_pdl;
+	} variants[] = {{"0", "8", "1", "0"}, {"1", "8", "0", "0"}, {"1", "4", "1", "1"}, {"0", "8", "0", "0"}, {"1", "8", "1", "1"}};
 	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
-		char what[96], name[64];
-		snprintf(name, sizeof(name), "STREAM=%s WARPS=%s ATTN_LEAN=%s", variants[i].stream, variants[i].warps,
-		         variants[i].lean);
+		char what[128], name[96];
+		snprintf(name, sizeof(name), "STREAM=%s WARPS=%s ATTN_LEAN=%s ATTN_PDL=%s", variants[i].stream,
+		         variants[i].warps, variants[i].lean, variants[i].attn_pdl);
 		setenv("EMBER_GEMV_WARPS", variants[i].warps, 1);
 		setenv("EMBER_ATTN_LEAN", variants[i].lean, 1);
+		setenv("EMBER_ATTN_PDL", variants[i].attn_pdl, 1);
 		struct ember_backend *bk = make_backend(cuda, m, "1", "mma", "mma", variants[i].stream);
 		struct ember_backend *bkp = make_backend(cuda, m, "0", "mma", "mma", variants[i].stream);
 		unsetenv("EMBER_GEMV_WARPS");
 		unsetenv("EMBER_ATTN_LEAN");
+		unsetenv("EMBER_ATTN_PDL");
 		for (int p = 0; p < N_PROMPT; p++)
 			MUST(cuda->forward(bk, prompt + p, 1, p, 0, alt + (size_t)p * V, NULL));
 		snprintf(what, sizeof(what), "%s token-by-token vs cpu", name);
