@@ -7,7 +7,7 @@
 #
 #   ci/gpu-decode-sweep.sh
 # Environment: OUT (default /tmp/ember-sweep-out), EMBER_MODELS_DIR, DEB_DIR (carried jansson
-# packages, see ci/gpu-jansson.sh), SWEEP_MODELS ("qwen3-8b:q4_k_m qwen3-0.6b:q8_0"), CONTEXTS
+# packages, see ci/gpu-lib.sh), SWEEP_MODELS ("qwen3-8b:q4_k_m qwen3-0.6b:q8_0"), CONTEXTS
 # (128,4096), GEN (64), REPS (3), CONFIGS (one env assignment list per line, "-" = defaults),
 # TESTS (1), PROFILE (1), PROFILE_ENV, EMBER_BIN (use these binaries, no build), CUDA_DEFS (extra nvcc flags, e.g. -DGEMV_MIN_BLOCKS=5) with
 # BUILD_TAG (its build directory's suffix).
@@ -30,21 +30,9 @@ mkdir -p "$OUT" "$MODELS"
 SUMMARY=$OUT/summary.log
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
-
-# run LOGFILE LIMIT_S NAME CMD...: CMD with a time limit, output appended to LOGFILE, result logged.
-run() {
-	local logfile=$1 limit=$2 name=$3
-	shift 3
-	echo "===== $name: $*" >>"$logfile"
-	timeout --kill-after=10 "$limit" "$@" >>"$logfile" 2>&1
-	local rc=$?
-	if [ $rc -eq 0 ]; then log "PASS $name"; elif [ $rc -eq 77 ]; then log "SKIP $name"; elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then log "TIMEOUT($limit s) $name"; else log "FAIL($rc) $name"; fi
-	return $rc
-}
+source "$ROOT/ci/gpu-lib.sh" # log, run, gpu_jansson_setup
 
 log "build ${BUILD_TAG:-default} ($CUDA_DEFS); host: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
-source "$ROOT/ci/gpu-jansson.sh"
 gpu_jansson_setup "${DEB_DIR:-$ROOT/.gpu/deb}"
 log "$GPU_JANSSON_MSG"
 if [ -n "${EMBER_BIN:-}" ]; then

@@ -33,7 +33,7 @@ mkdir -p "$OUT" "$STATE" "$WORK"
 SUMMARY=$OUT/summary.log
 export PYTHONUNBUFFERED=1
 
-log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
+source "$ROOT/ci/gpu-lib.sh" # log, gpu_jansson_setup
 # json_get FILE EXPR: a value out of a result document (python3 is on the box; jq may not be).
 json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null || echo "?"; }
 
@@ -50,7 +50,6 @@ archive() {
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
 # ember's build needs jansson's headers; the GPU image has only the runtime.
-source "$ROOT/ci/gpu-jansson.sh"
 gpu_jansson_setup "$CARRY/deb"
 log "$GPU_JANSSON_MSG"
 

@@ -23,24 +23,11 @@ SUMMARY=$OUT/summary.log
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
-
-# run LOGFILE LIMIT_S NAME CMD...: runs CMD with a time limit, appends its output to LOGFILE,
-# records pass/fail in the summary, and returns CMD's status.
-run() {
-	local logfile=$1 limit=$2 name=$3
-	shift 3
-	echo "===== $name: $*" >>"$logfile"
-	timeout --kill-after=10 "$limit" "$@" >>"$logfile" 2>&1
-	local rc=$?
-	if [ $rc -eq 0 ]; then log "PASS $name"; elif [ $rc -eq 77 ]; then log "SKIP $name"; elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then log "TIMEOUT($limit s) $name"; else log "FAIL($rc) $name"; fi
-	return $rc
-}
+source "$ROOT/ci/gpu-lib.sh" # log, run, gpu_jansson_setup
 
 # ---- binaries: a carried build if it runs here, else build from source ----
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); nvcc $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'); cmake $(cmake --version | head -1 | awk '{print $3}')"
 # The GPU image has no libjansson-dev: unpack the Debian packages carried next to the prebuilt binaries.
-source "$ROOT/ci/gpu-jansson.sh"
 gpu_jansson_setup "${EMBER_PREBUILT:-/nonexistent}/deb"
 log "$GPU_JANSSON_MSG"
 BIN=${EMBER_BIN:-}
