@@ -44,10 +44,14 @@ int ab_error_wrap(int code, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, last_error, sizeof(old));
-	if (old[0])
-		snprintf(last_error, sizeof(last_error), "%s: %s", prefix, old);
-	else
+	if (old[0]) {
+		/* "prefix: old", the old message cut where the buffer ends */
+		const int n = snprintf(last_error, sizeof(last_error), "%s: ", prefix);
+		if (n > 0 && (size_t)n < sizeof(last_error))
+			snprintf(last_error + n, sizeof(last_error) - (size_t)n, "%s", old);
+	} else {
 		snprintf(last_error, sizeof(last_error), "%s", prefix);
+	}
 	return code;
 }
 
