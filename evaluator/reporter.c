@@ -351,6 +351,30 @@ cleanup:
 	return error;
 }
 
+int ab_reporter_pause(ab_reporter *r, const struct ab_report_target *t, int64_t check_id, const char *kind)
+{
+	char path[512];
+	json_t *body;
+	int error;
+
+	if (!r->gh || !kind)
+		return 0;
+	if (!strcmp(kind, "status"))
+		return post_status(r, t, "pending", "abgate: paused (service stopped); resumes on restart");
+	if (!check_id)
+		return 0;
+	snprintf(path, sizeof(path), "/repos/%s/check-runs/%lld", t->repo, (long long)check_id);
+	body = json_pack("{s:s, s:{s:s, s:s}}", "status", "queued", "output", "title", "Paused",
+			 "summary", "abgate stopped before this evaluation finished (the service was shut down). "
+			 "The evaluation is back in the queue and starts again when the service restarts.");
+	if (!body)
+		return ab_error_set("out of memory");
+	/* No retries: the service is stopping, and a restart resumes the run anyway. */
+	error = ab_gh_request(r->gh, NULL, NULL, "PATCH", path, body, AB_GH_NO_RETRY);
+	json_decref(body);
+	return error;
+}
+
 static int complete_check(ab_reporter *r, const struct ab_report_target *t, const struct ab_report *rep,
 			  int64_t *io_check_id, char **io_kind)
 {

@@ -46,6 +46,14 @@ int ab_reporter_start(ab_reporter *r, const struct ab_report_target *t, int64_t 
 		      int retried);
 
 /*
+ * Marks an evaluation that stopped for a service shutdown and went back to the queue: its check run
+ * (check_id, kind "check") returns to queued with a note that it resumes when the service starts
+ * again; a commit status (kind "status") stays pending with that note. Nothing for the file backend
+ * or when no check was started (kind NULL or check_id 0). Returns 0 or the API error.
+ */
+int ab_reporter_pause(ab_reporter *r, const struct ab_report_target *t, int64_t check_id, const char *kind);
+
+/*
  * Posts `rep`: completes the check run (or sets the final commit status), then, when rep->current
  * and the outcome is a verdict (ab_report_has_verdict), updates or creates the sticky comment and
  * syncs the labels. Both backends take the same steps. Steps whose AB_REPORT_* bit is set in

@@ -283,6 +283,12 @@ static void run_job(struct worker *w, struct ab_job *job)
 			AB_INFO("service: job %lld: stopped for shutdown; back to the queue", (long long)job->id);
 			if (ab_queue_release(svc->queue, job->id, w->owner) < 0)
 				AB_ERR("service: job %lld: %s", (long long)job->id, ab_error_last());
+			/* The check run must not claim an evaluation in progress while the service is down. */
+			pthread_mutex_lock(&svc->post_lock);
+			if (ab_reporter_pause(svc->reporter, &t, check_id, kind) < 0)
+				AB_WARN("service: job %lld: could not mark the check paused (%s); the restart resumes it",
+					(long long)job->id, ab_error_last());
+			pthread_mutex_unlock(&svc->post_lock);
 			goto cleanup;
 		case CANCEL_TIMEOUT:
 			outcome = "timeout";

@@ -401,6 +401,30 @@ scenarios.sigkill_restart = async (sim) => {
   await svc.stop();
 };
 
+scenarios.sigterm_pauses = async (sim) => {
+  const fx = fixture();
+  const conf = writeConfig("term", fx, sim);
+  const head = fx.heads.sleepy || fx.heads.fast;
+  seedPr(sim, 7, head);
+  let svc = await startService(conf, { fake: MODE === "real" ? undefined : "pass:4" });
+  await deliver(svc, "pull_request", prPayload({ repo: REPO, number: 7, action: "opened", head_sha: head }));
+  await waitFor(() => checkRuns(sim, head).some((r) => r.status === "in_progress"), "check run in progress");
+  await sleep(1000);
+  await svc.stop();
+  let runs = checkRuns(sim, head);
+  check(runs.length === 1 && runs[0].status === "queued", `check run back to queued by the stop (${runs.map((r) => r.status)})`);
+  check((runs[0].output.summary || "").includes("starts again when the service restarts"), "the check run says it resumes");
+  const mid = jobs(conf.cfg.state_dir);
+  check(mid.length === 1 && mid[0].state === "queued", `job back in the queue (${mid[0] && mid[0].state})`);
+  check(comments(sim, 7).length === 0, "nothing posted by the stop");
+  svc = await startService(conf, { fake: MODE === "real" ? undefined : "pass:4" });
+  await expectReported(sim, conf, 7, head);
+  runs = checkRuns(sim, head);
+  check(runs.length === 1 && runs[0].status === "completed", "the same check run completed after the restart");
+  check(runs[0].history.join(",") === "in_progress,queued,in_progress,completed", `check run history ${runs[0].history}`);
+  await svc.stop();
+};
+
 scenarios.eval_permission = async (sim) => {
   const fx = fixture();
   const conf = writeConfig("perm", fx, sim);
