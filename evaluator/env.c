@@ -1,31 +1,25 @@
 /*
  * env.c - reads the machine's facts for the result record (see env.h): uname, gethostname and
  * sysconf for the host, /proc/cpuinfo for the CPU model, and one `nvidia-smi --query-gpu` run
- * through posix_spawn with a pipe, a bounded read and a deadline after which its process group is
- * killed. Every probe is optional: what cannot be read is left out.
+ * as a proc.h child: a bounded read and a deadline after which its process group is killed. Every
+ * probe is optional: what cannot be read is left out.
  */
 #define _GNU_SOURCE
 #include "env.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "proc.h"
 
 #define SMI_OUTPUT_MAX (64 * 1024)   /* a few lines per GPU; anything longer is cut */
 #define CPUINFO_MAX (64 * 1024)      /* the first processor's block is all we read */
-
-extern char **environ;
 
 /* The GPU fields asked for, in order, with their JSON names and how to convert them. */
 enum field_kind { FIELD_STRING, FIELD_INT, FIELD_REAL };
@@ -49,13 +43,6 @@ static const struct {
 	{ "uuid", "uuid", FIELD_STRING },
 };
 #define GPU_FIELD_COUNT (sizeof(gpu_fields) / sizeof(*gpu_fields))
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Reads up to size-1 bytes of a small file as text; 0 on success. */
 static int read_small_file(char *buf, size_t size, const char *path)
@@ -129,99 +116,60 @@ cleanup:
 }
 
 /*
- * Runs argv with stdout on a pipe (stdin, stderr: /dev/null) in its own process group, reading at
- * most SMI_OUTPUT_MAX bytes until it exits or `timeout_ms` passes (then the group is killed).
- * Returns 0 with *out (malloc'd text) when it exited with status 0; AB_ENOTFOUND when the program
- * does not exist; otherwise an error saying what happened.
+ * Runs argv (proc.h: own process group, stdin /dev/null, stderr kept in memory) and collects its
+ * stdout lines until it exits; past `timeout_ms` or SMI_OUTPUT_MAX bytes its group is killed. Returns 0 with *out (malloc'd text, lines joined by '\n') when it exited with
+ * status 0; AB_ENOTFOUND when the program does not exist; otherwise an error saying what happened.
  */
-static int run_captured(char **out, char *const argv[], int timeout_ms)
+static int run_captured(char **out, const char *const argv[], int timeout_ms)
 {
-	posix_spawn_file_actions_t actions;
-	posix_spawnattr_t attr;
-	sigset_t mask;
-	int64_t deadline = now_ms() + timeout_ms;
-	char *buf = NULL;
+	const struct ab_proc_spec spec = { .argv = argv, .stdout_pipe = 1, .line_max = SMI_OUTPUT_MAX };
+	const int64_t deadline = ab_proc_now_ns() + (int64_t)timeout_ms * 1000000;
+	struct ab_proc_status st;
+	ab_proc *proc = NULL;
+	char *buf = NULL, desc[128];
 	size_t len = 0;
-	pid_t pid = -1;
-	int fds[2] = { -1, -1 }, rc, status = 0, reaped = 0, error = AB_ERROR;
+	int rc, error;
 
-	if (!(buf = malloc(SMI_OUTPUT_MAX + 1)))
-		return ab_error_set("env: out of memory");
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		free(buf);
-		return ab_error_errno("env: pipe");
-	}
-	posix_spawn_file_actions_init(&actions);
-	posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-	posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawnattr_init(&attr);
-	sigemptyset(&mask);
-	posix_spawnattr_setsigmask(&attr, &mask);
-	sigaddset(&mask, SIGPIPE);   /* a child writing past our cap must die of EPIPE, not hang */
-	posix_spawnattr_setsigdefault(&attr, &mask);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv, environ);
-	posix_spawn_file_actions_destroy(&actions);
-	posix_spawnattr_destroy(&attr);
-	close(fds[1]);
-	if (rc != 0) {
-		errno = rc;
-		error = rc == ENOENT ? AB_ENOTFOUND : AB_ERROR;
-		ab_error_errno("cannot run %s", argv[0]);
-		pid = -1;
+	if ((error = ab_proc_spawn(&proc, &spec)) < 0)
+		return error;   /* AB_ENOTFOUND when argv[0] is not there */
+	if (!(buf = malloc(SMI_OUTPUT_MAX + 1))) {
+		error = ab_error_set("env: out of memory");
 		goto cleanup;
 	}
-	for (;;) {   /* read to EOF, the cap, or the deadline */
-		struct pollfd pfd = { fds[0], POLLIN, 0 };
-		int64_t left = deadline - now_ms();
-		ssize_t got;
-
-		if (left <= 0 || len >= SMI_OUTPUT_MAX)
+	for (;;) {   /* to EOF, the cap, or the deadline */
+		const char *line;
+		size_t n;
+		if ((rc = ab_proc_read_line(&line, &n, NULL, proc, deadline)) == AB_PROC_EOF)
 			break;
-		if ((rc = poll(&pfd, 1, (int)left)) < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			break;
-		got = read(fds[0], buf + len, SMI_OUTPUT_MAX - len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		len += (size_t)got;
-	}
-	close(fds[0]);
-	fds[0] = -1;
-	while (now_ms() < deadline && !(reaped = waitpid(pid, &status, WNOHANG) == pid))
-		usleep(5000);
-	if (!reaped) {
-		kill(-pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		ab_error_setc(AB_ETIMEOUT, "timed out after %d ms", timeout_ms);
-		pid = -1;
-		goto cleanup;
-	}
-	pid = -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		if (WIFEXITED(status))
-			ab_error_set("exited with status %d", WEXITSTATUS(status));
-		else
-			ab_error_set("killed by signal %d", WTERMSIG(status));
-		goto cleanup;
+		if (rc == AB_ETIMEOUT) {
+			ab_proc_kill(NULL, proc, 0, 1);
+			error = ab_error_setc(AB_ETIMEOUT, "timed out after %d ms", timeout_ms);
+			goto cleanup;
+		}
+		if (rc < 0 || len + n + 1 > SMI_OUTPUT_MAX) {   /* never buffered without bound */
+			ab_proc_kill(NULL, proc, 0, 0);
+			error = ab_error_set("printed more than %d bytes", SMI_OUTPUT_MAX);
+			goto cleanup;
+		}
+		memcpy(buf + len, line, n);
+		len += n;
+		buf[len++] = '\n';
 	}
 	buf[len] = '\0';
+	if (ab_proc_wait(&st, proc, deadline) == AB_ETIMEOUT) {
+		ab_proc_kill(&st, proc, 0, 1);
+		error = ab_error_setc(AB_ETIMEOUT, "timed out after %d ms", timeout_ms);
+		goto cleanup;
+	}
+	if (!ab_proc_status_ok(&st)) {
+		error = ab_error_set("%s", ab_proc_status_describe(desc, sizeof(desc), &st));
+		goto cleanup;
+	}
 	*out = buf;
 	buf = NULL;
 	error = 0;
-
 cleanup:
-	if (pid > 0) {
-		kill(-pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-	}
-	if (fds[0] >= 0)
-		close(fds[0]);
+	ab_proc_free(proc);
 	free(buf);
 	return error;
 }
@@ -268,7 +216,7 @@ static json_t *parse_gpu_line(char *line)
 static void add_gpus(json_t *env, const char *nvidia_smi, int timeout_ms)
 {
 	char query[512] = "--query-gpu=";
-	char *argv[] = { (char *)nvidia_smi, query, "--format=csv,noheader,nounits", NULL };
+	const char *argv[] = { nvidia_smi, query, "--format=csv,noheader,nounits", NULL };
 	char *output = NULL, *line, *save = NULL;
 	json_t *gpus;
 	size_t i;
