@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "service.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -709,14 +710,18 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 	};
 	if (ab_webhook_start(&svc->webhook, &wo) < 0)
 		goto fail;
-	/* Tell tests and operators where we listen (the port may have been 0). */
-	snprintf(path, sizeof(path), "%s/serve.addr", cfg->state_dir);
-	FILE *f = fopen(path, "w");
-	if (f) {
-		char hostpart[256];
-		snprintf(hostpart, sizeof(hostpart), "%.*s", (int)(strrchr(cfg->listen, ':') - cfg->listen), cfg->listen);
-		fprintf(f, "%s:%d\n", hostpart, ab_webhook_port(svc->webhook));
-		fclose(f);
+	/* Tell tests and operators where we listen (the port may have been 0). Written beside and renamed
+	 * into place, so a reader never sees the file half written. */
+	{
+		char tmp[sizeof(path) + 8], line[512];
+		snprintf(path, sizeof(path), "%s/serve.addr", cfg->state_dir);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		snprintf(line, sizeof(line), "%.*s:%d\n", (int)(strrchr(cfg->listen, ':') - cfg->listen), cfg->listen,
+			 ab_webhook_port(svc->webhook));
+		if (ab_fs_write(tmp, line) < 0)
+			AB_WARN("service: cannot write %s: %s", tmp, ab_error_last());
+		else if (rename(tmp, path) < 0)
+			AB_WARN("service: cannot rename %s: %s", tmp, strerror(errno));
 	}
 	AB_INFO("service: listening on %.*s:%d (POST /webhook, GET /healthz, GET /metrics); %d worker(s); %d job(s) "
 		"recovered",
