@@ -53,115 +53,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) gemv_ker
 		asm volatile("griddepcontrol.wait;\n" ::: "memory");
 	}
 
-	/* Stage the input as fp16 (x for the mma B operand) plus per-16 column sums. The fast path
-	 * moves 16 columns per item with 16-byte loads, several items in flight per thread: a
-	 * scalar loop here costs one L2 round trip per 128 columns and dominated decode time. */
-	const int n_items = k_pad / 16;
-	if (IN == EMBER_GEMV_IN_F16 && (k & 15) == 0 && ((uintptr_t)args.x & 15) == 0) {
-		const uint4 *x4 = static_cast<const uint4 *>(args.x);
-		for (int t0 = tid; t0 < n_items; t0 += 4 * GEMV_THREADS) {
-			uint4 v[4][2];
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				const int t = t0 + u * GEMV_THREADS;
-				const bool ok = t < n_items && 16 * t < k;
-				v[u][0] = ok ? x4[2 * t] : make_uint4(0, 0, 0, 0);
-				v[u][1] = ok ? x4[2 * t + 1] : make_uint4(0, 0, 0, 0);
-			}
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				const int t = t0 + u * GEMV_THREADS;
-				if (t < n_items) {
-					reinterpret_cast<uint4 *>(xs)[2 * t] = v[u][0];
-					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = v[u][1];
-					float sum = 0.0f;
-#pragma unroll
-					for (int h = 0; h < 2; h++) {
-						const uint32_t w4[4] = {v[u][h].x, v[u][h].y, v[u][h].z, v[u][h].w};
-#pragma unroll
-						for (int i = 0; i < 4; i++) {
-							const float2 f = ember_unpack_half2(w4[i]);
-							sum += f.x + f.y;
-						}
-					}
-					sx[t] = sum;
-				}
-			}
-		}
-	} else if (IN == EMBER_GEMV_IN_RMS && (k & 15) == 0 && (((uintptr_t)args.x | (uintptr_t)args.norm_w) & 15) == 0) {
-		const float4 *x4 = static_cast<const float4 *>(args.x), *w4 = reinterpret_cast<const float4 *>(args.norm_w);
-		float ss = 0.0f;
-		for (int i0 = tid; i0 < k / 4; i0 += 8 * GEMV_THREADS) {
-			float4 v[8];
-#pragma unroll
-			for (int u = 0; u < 8; u++)
-				v[u] = i0 + u * GEMV_THREADS < k / 4 ? x4[i0 + u * GEMV_THREADS] : make_float4(0, 0, 0, 0);
-#pragma unroll
-			for (int u = 0; u < 8; u++)
-				ss += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
-		}
-		ss = ember_block_sum(ss, red);
-		const float scale = 1.0f / sqrtf(ss / (float)k + args.eps);
-		for (int t0 = tid; t0 < n_items; t0 += 2 * GEMV_THREADS) {
-			float4 xv[2][4], wv[2][4];
-#pragma unroll
-			for (int u = 0; u < 2; u++) {
-				const int t = t0 + u * GEMV_THREADS;
-				const bool ok = t < n_items && 16 * t < k;
-#pragma unroll
-				for (int i = 0; i < 4; i++) {
-					xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
-					wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
-				}
-			}
-#pragma unroll
-			for (int u = 0; u < 2; u++) {
-				const int t = t0 + u * GEMV_THREADS;
-				if (t < n_items) {
-					uint32_t packed[8];
-					float sum = 0.0f;
-#pragma unroll
-					for (int i = 0; i < 4; i++) {
-						const float4 a = xv[u][i], b = wv[u][i];
-						packed[2 * i] = ember_pack_half2(a.x * scale * b.x, a.y * scale * b.y);
-						packed[2 * i + 1] = ember_pack_half2(a.z * scale * b.z, a.w * scale * b.w);
-#pragma unroll
-						for (int j = 0; j < 2; j++) {
-							const float2 f = ember_unpack_half2(packed[2 * i + j]);
-							sum += f.x + f.y;
-						}
-					}
-					reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-					sx[t] = sum;
-				}
-			}
-		}
-	} else {
-		/* Generic path (any k, any alignment). */
-		if (IN == EMBER_GEMV_IN_F16) {
-			const __half *x = static_cast<const __half *>(args.x);
-			for (int i = tid; i < k_pad; i += GEMV_THREADS)
-				xs[i] = i < k ? x[i] : __float2half(0.0f);
-		} else {
-			const float *x = static_cast<const float *>(args.x);
-			float ss = 0.0f;
-			for (int i = tid; i < k; i += GEMV_THREADS)
-				ss = fmaf(x[i], x[i], ss);
-			ss = ember_block_sum(ss, red);
-			const float scale = 1.0f / sqrtf(ss / (float)k + args.eps);
-			for (int i = tid; i < k_pad; i += GEMV_THREADS)
-				xs[i] = i < k ? __float2half_rn(x[i] * scale * args.norm_w[i]) : __float2half(0.0f);
-		}
-		__syncthreads();
-		for (int t = tid; t < n_items; t += GEMV_THREADS) {
-			float sum = 0.0f;
-#pragma unroll
-			for (int i = 0; i < 16; i++)
-				sum += __half2float(xs[16 * t + i]);
-			sx[t] = sum;
-		}
-	}
+	gemv_stage_input<IN, GEMV_THREADS>(args, k_pad, xs, sx, red);
 	__syncthreads();
 
 	/* Grid-stride over row tiles, so a huge matrix (the LM head) stages x once per CTA, not once
@@ -174,8 +66,8 @@ static __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) gemv_ker
 		/* One call site (a loop for the gate/up pair) keeps the register allocation of the
 		 * inlined cores from doubling. */
 		for (int pass = 0; pass < (EPI == EMBER_GEMV_SWIGLU ? 2 : 1); pass++)
-			row_tile_dot(args.seg[si + pass], rt, 0, k_pad / EMBER_TILE_K, k, k, k_pad, xs, sx, ys, yv + 16 * pass,
-			             ring, prefetched && pass == 0 && tile == (int)blockIdx.x);
+			row_tile_dot(args.seg[si + pass], rt, k, k_pad, xs, sx, ys, yv + 16 * pass, ring,
+			             prefetched && pass == 0 && tile == (int)blockIdx.x);
 
 		const int row = rt * 16 + tid;
 		if (EPI == EMBER_GEMV_STORE || EPI == EMBER_GEMV_ARGMAX) {

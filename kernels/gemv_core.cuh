@@ -2,7 +2,7 @@
  * gemv_core.cuh - device code shared by the decode GEMV kernels (gemv.cu: one CTA per row tile;
  * gemv_stream.cu: one wave of CTAs streaming many row tiles): the tiled mma cores per weight type
  * with their lane-split scale epilogues, the cp.async ring that streams a row tile's 16x256 tiles
- * through shared memory, the scalar raw-row dot product, one row tile's 16 rows over a K range
+ * through shared memory, the input staging, the scalar raw-row dot product, one row tile's 16 rows
  * (row_tile_dot, gemv.cu), and the bookkeeping both kernels share (segment lookup, the
  * greedy-argmax publication).
  * Internal to kernels/: included only by .cu files.
@@ -364,22 +364,190 @@ static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg 
 	return static_cast<const uint8_t *>(seg.w) + (size_t)rt * (k_pad / EMBER_TILE_K) * ember_tile_bytes(seg.type);
 }
 
+/* ---- the input, staged once per CTA by both kernels ---- */
+
+/* Stages the input as fp16 xs[k_pad] (zero past k) plus per-16-column sums sx[k_pad/16] (the mma
+ * epilogue removes the 1024 offset and the Q4_K mins with them): fp16 x as is, or RMSNorm(x) *
+ * norm_w of the fp32 x, by a CTA of T threads. Vector paths move 16 columns per item with 16-byte
+ * loads, several in flight per thread (a scalar loop costs one L2 round trip per 128 columns);
+ * the RMS input is read once when every thread holds at most two items, else in two passes.
+ * Contains __syncthreads; the caller syncs before reading xs. */
+template <int IN, int T>
+static __device__ __forceinline__ void gemv_stage_input(const ember_gemv_args &a, int k_pad, __half *xs, float *sx,
+                                                        float *red)
+{
+	const int tid = threadIdx.x, k = a.k, n_items = k_pad / 16;
+	const uintptr_t bits = (uintptr_t)a.x | (IN == EMBER_GEMV_IN_RMS ? (uintptr_t)a.norm_w : 0);
+	const bool vec = (k & 15) == 0 && (bits & 15) == 0;
+	if (IN == EMBER_GEMV_IN_F16 && vec) {
+		const uint4 *x4 = static_cast<const uint4 *>(a.x);
+		for (int t0 = tid; t0 < n_items; t0 += 4 * T) {
+			uint4 v[4][2];
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * T;
+				const bool ok = t < n_items && 16 * t < k;
+				v[u][0] = ok ? x4[2 * t] : make_uint4(0, 0, 0, 0);
+				v[u][1] = ok ? x4[2 * t + 1] : make_uint4(0, 0, 0, 0);
+			}
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int t = t0 + u * T;
+				if (t < n_items) {
+					reinterpret_cast<uint4 *>(xs)[2 * t] = v[u][0];
+					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = v[u][1];
+					const uint32_t w8[8] = {v[u][0].x, v[u][0].y, v[u][0].z, v[u][0].w,
+					                        v[u][1].x, v[u][1].y, v[u][1].z, v[u][1].w};
+					float sum = 0.0f;
+#pragma unroll
+					for (int i = 0; i < 8; i++) {
+						const float2 f = ember_unpack_half2(w8[i]);
+						sum += f.x + f.y;
+					}
+					sx[t] = sum;
+				}
+			}
+		}
+		return;
+	}
+	if (IN == EMBER_GEMV_IN_RMS && vec && n_items <= 2 * T) {
+		/* One trip: each thread keeps its (at most two) items of x and norm_w in registers. */
+		const float4 *x4 = static_cast<const float4 *>(a.x), *w4 = reinterpret_cast<const float4 *>(a.norm_w);
+		float4 xv[2][4], wv[2][4];
+		float ss = 0.0f;
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int t = tid + u * T;
+			const bool ok = t < n_items && 16 * t < k;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
+				wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < 2; u++)
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				ss += xv[u][i].x * xv[u][i].x + xv[u][i].y * xv[u][i].y + xv[u][i].z * xv[u][i].z + xv[u][i].w * xv[u][i].w;
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int t = tid + u * T;
+			if (t < n_items) {
+				uint32_t packed[8];
+				float sum = 0.0f;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					const float4 p = xv[u][i], q = wv[u][i];
+					packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
+					packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
+				}
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					const float2 f = ember_unpack_half2(packed[j]);
+					sum += f.x + f.y;
+				}
+				reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+				reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+				sx[t] = sum;
+			}
+		}
+		return;
+	}
+	if (IN == EMBER_GEMV_IN_RMS && vec) {
+		/* Two passes: the sum of squares, then x and norm_w again for the items. */
+		const float4 *x4 = static_cast<const float4 *>(a.x), *w4 = reinterpret_cast<const float4 *>(a.norm_w);
+		float ss = 0.0f;
+		for (int i0 = tid; i0 < k / 4; i0 += 8 * T) {
+			float4 v[8];
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+				v[u] = i0 + u * T < k / 4 ? x4[i0 + u * T] : make_float4(0, 0, 0, 0);
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+				ss += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
+		}
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
+		for (int t0 = tid; t0 < n_items; t0 += 2 * T) {
+			float4 xv[2][4], wv[2][4];
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const int t = t0 + u * T;
+				const bool ok = t < n_items && 16 * t < k;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
+					wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const int t = t0 + u * T;
+				if (t < n_items) {
+					uint32_t packed[8];
+					float sum = 0.0f;
+#pragma unroll
+					for (int i = 0; i < 4; i++) {
+						const float4 p = xv[u][i], q = wv[u][i];
+						packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
+						packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
+#pragma unroll
+						for (int j = 0; j < 2; j++) {
+							const float2 f = ember_unpack_half2(packed[2 * i + j]);
+							sum += f.x + f.y;
+						}
+					}
+					reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+					sx[t] = sum;
+				}
+			}
+		}
+		return;
+	}
+	/* Generic path: any k, any alignment, any width. */
+	if (IN == EMBER_GEMV_IN_F16) {
+		const __half *x = static_cast<const __half *>(a.x);
+		for (int i = tid; i < k_pad; i += T)
+			xs[i] = i < k ? x[i] : __float2half(0.0f);
+	} else {
+		const float *x = static_cast<const float *>(a.x);
+		float ss = 0.0f;
+		for (int i = tid; i < k; i += T)
+			ss = fmaf(x[i], x[i], ss);
+		ss = ember_block_sum(ss, red);
+		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
+		for (int i = tid; i < k_pad; i += T)
+			xs[i] = i < k ? __float2half_rn(x[i] * scale * a.norm_w[i]) : __float2half(0.0f);
+	}
+	__syncthreads();
+	for (int t = tid; t < n_items; t += T) {
+		float sum = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			sum += __half2float(xs[16 * t + i]);
+		sx[t] = sum;
+	}
+}
+
 /* ---- one row tile: the 16 rows the plain kernel computes per item ---- */
 
-/* The 16 rows of row tile rt of `seg` over K tiles [kt0, kt0 + kt_n) into yout[16] (shared). xs/sx
- * hold those columns of the input, the first `cols` of them inside k (gemv.cu passes all of K:
- * kt0 = 0, cols = k). Tiled weights stream through the ring (`prefetched`: the
+/* The 16 rows of row tile rt of `seg` over all k columns (k_pad / 256 tiles) into yout[16]
+ * (shared), from the staged input xs/sx. Tiled weights stream through the ring (`prefetched`: the
  * first rounds were already issued), ys holding the warps' sums; raw rows take a warp per row.
  * Contains __syncthreads. */
-static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int kt0, int kt_n, int cols, int k, int k_pad,
-                                    const __half *xs, const float *sx, float *ys, float *yout, uint8_t *ring,
-                                    bool prefetched)
+static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int k, int k_pad, const __half *xs,
+                                    const float *sx, float *ys, float *yout, uint8_t *ring, bool prefetched)
 {
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	if (seg.tiled) {
 		float y0 = 0.0f, y1 = 0.0f;
 		/* ember_tile_bytes twice on purpose: one shared local changes the plain kernel's SASS. */
-		const uint8_t *base = tile_base(seg, rt, k_pad) + (size_t)kt0 * ember_tile_bytes(seg.type);
+		const int kt_n = k_pad / EMBER_TILE_K;
+		const uint8_t *base = tile_base(seg, rt, k_pad);
 		const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
 		if (!prefetched)
 			prefetch_rounds(ring, base, ember_tile_bytes(seg.type), kt_n);
@@ -403,14 +571,12 @@ static __device__ void row_tile_dot(const ember_gemv_seg &seg, int rt, int kt0, 
 		}
 		__syncthreads();
 	} else {
-		/* A slice starts at a multiple of 256 columns: a whole number of blocks of every raw type. */
-		const size_t row_bytes = ember_raw_row_bytes(seg.type, k), skip = ember_raw_row_bytes(seg.type, kt0 * EMBER_TILE_K);
+		const size_t row_bytes = ember_raw_row_bytes(seg.type, k);
 		for (int r16 = warp; r16 < 16; r16 += GEMV_WARPS) {
 			const int row = rt * 16 + r16;
 			float y = 0.0f;
 			if (row < seg.rows)
-				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes + skip, xs, cols,
-				                   lane);
+				y = simple_row_dot(seg.type, static_cast<const uint8_t *>(seg.w) + (size_t)row * row_bytes, xs, k, lane);
 			if (lane == 0)
 				yout[r16] = y;
 		}

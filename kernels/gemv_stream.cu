@@ -95,118 +95,6 @@ static __device__ __forceinline__ void stream_issue(const ember_gemv_args &a, st
 	cp_async_commit();
 }
 
-/* Stages the input as fp16 xs[k_pad] (zero past k) plus per-16-column sums sx[k_pad/16]: fp16 x
- * as is, or RMSNorm(x) * norm_w of the fp32 x. Vector path: 16 columns per item; the RMS input
- * is read once when every thread holds at most two items. Contains __syncthreads; the caller
- * syncs before reading xs. */
-template <int IN, int T>
-static __device__ __forceinline__ void stream_stage(const ember_gemv_args &a, int k_pad, __half *xs, float *sx, float *red)
-{
-	const int tid = threadIdx.x, k = a.k, n_items = k_pad / 16;
-	const uintptr_t bits = (uintptr_t)a.x | (IN == EMBER_GEMV_IN_RMS ? (uintptr_t)a.norm_w : 0);
-	const bool vec = (k & 15) == 0 && (bits & 15) == 0;
-	if (IN == EMBER_GEMV_IN_F16 && vec) {
-		const uint4 *x4 = static_cast<const uint4 *>(a.x);
-		for (int t0 = tid; t0 < n_items; t0 += 4 * T) {
-			uint4 v[4][2];
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				const int t = t0 + u * T;
-				const bool ok = t < n_items && 16 * t < k;
-				v[u][0] = ok ? x4[2 * t] : make_uint4(0, 0, 0, 0);
-				v[u][1] = ok ? x4[2 * t + 1] : make_uint4(0, 0, 0, 0);
-			}
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				const int t = t0 + u * T;
-				if (t < n_items) {
-					reinterpret_cast<uint4 *>(xs)[2 * t] = v[u][0];
-					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = v[u][1];
-					const uint32_t w8[8] = {v[u][0].x, v[u][0].y, v[u][0].z, v[u][0].w,
-					                        v[u][1].x, v[u][1].y, v[u][1].z, v[u][1].w};
-					float sum = 0.0f;
-#pragma unroll
-					for (int i = 0; i < 8; i++) {
-						const float2 f = ember_unpack_half2(w8[i]);
-						sum += f.x + f.y;
-					}
-					sx[t] = sum;
-				}
-			}
-		}
-		return;
-	}
-	if (IN == EMBER_GEMV_IN_RMS && vec && n_items <= 2 * T) {
-		/* One trip: each thread keeps its (at most two) items of x and norm_w in registers. */
-		const float4 *x4 = static_cast<const float4 *>(a.x), *w4 = reinterpret_cast<const float4 *>(a.norm_w);
-		float4 xv[2][4], wv[2][4];
-		float ss = 0.0f;
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int t = tid + u * T;
-			const bool ok = t < n_items && 16 * t < k;
-#pragma unroll
-			for (int i = 0; i < 4; i++) {
-				xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
-				wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
-			}
-		}
-#pragma unroll
-		for (int u = 0; u < 2; u++)
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				ss += xv[u][i].x * xv[u][i].x + xv[u][i].y * xv[u][i].y + xv[u][i].z * xv[u][i].z + xv[u][i].w * xv[u][i].w;
-		ss = ember_block_sum(ss, red);
-		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int t = tid + u * T;
-			if (t < n_items) {
-				uint32_t packed[8];
-				float sum = 0.0f;
-#pragma unroll
-				for (int i = 0; i < 4; i++) {
-					const float4 p = xv[u][i], q = wv[u][i];
-					packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
-					packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
-				}
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					const float2 f = ember_unpack_half2(packed[j]);
-					sum += f.x + f.y;
-				}
-				reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-				reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-				sx[t] = sum;
-			}
-		}
-		return;
-	}
-	/* Generic path: any k, any alignment, any width. */
-	if (IN == EMBER_GEMV_IN_F16) {
-		const __half *x = static_cast<const __half *>(a.x);
-		for (int i = tid; i < k_pad; i += T)
-			xs[i] = i < k ? x[i] : __float2half(0.0f);
-	} else {
-		const float *x = static_cast<const float *>(a.x);
-		float ss = 0.0f;
-		for (int i = tid; i < k; i += T)
-			ss = fmaf(x[i], x[i], ss);
-		ss = ember_block_sum(ss, red);
-		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
-		for (int i = tid; i < k_pad; i += T)
-			xs[i] = i < k ? __float2half_rn(x[i] * scale * a.norm_w[i]) : __float2half(0.0f);
-	}
-	__syncthreads();
-	for (int t = tid; t < n_items; t += T) {
-		float sum = 0.0f;
-#pragma unroll
-		for (int i = 0; i < 16; i++)
-			sum += __half2float(xs[16 * t + i]);
-		sx[t] = sum;
-	}
-}
-
 /* Adds the warps' sums of a finished job (16 threads, one row each; seg/rt/pass: the job's) and
  * applies the epilogue. SwiGLU keeps the gate sum of pass 0 in *gate until pass 1 of the same rows. */
 template <int EPI, int W>
@@ -283,7 +171,7 @@ static __global__ void __launch_bounds__(W * 32, W == 4 ? STREAM_MIN_BLOCKS_W4 :
 		asm volatile("griddepcontrol.launch_dependents;\n" ::);
 		asm volatile("griddepcontrol.wait;\n" ::: "memory");
 	}
-	stream_stage<IN, W * 32>(args, k_pad, xs, sx, red);
+	gemv_stage_input<IN, W * 32>(args, k_pad, xs, sx, red);
 
 	const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);
 	float y0 = 0.0f, y1 = 0.0f, gate = 0.0f;
