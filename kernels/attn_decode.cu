@@ -25,6 +25,62 @@
 #define ATTN_LOG2E 1.4426950408889634f
 #define ATTN_MAX_SPLIT 128
 
+/* ---- what both decode kernels share ---- */
+
+/* Row i (< G * D) of a CTA's result from its warps' (m, l, o) in shared memory: the running max
+ * *mx, the softmax sum *L and the unnormalised output *O. A warp that saw no key has m = -inf,
+ * l = 0, o = 0. */
+template <int D, int G>
+static __device__ __forceinline__ void attn_merge_warps(const float (&w_m)[ATTN_WARPS][G], const float (&w_l)[ATTN_WARPS][G],
+                                                        const float (&w_o)[ATTN_WARPS][G][D], int i, float *mx,
+                                                        float *L, float *O)
+{
+	const int g = i / D;
+	float m = -INFINITY, l = 0.0f, o = 0.0f;
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; w++)
+		m = fmaxf(m, w_m[w][g]);
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; w++) {
+		const float f = w_m[w][g] == -INFINITY ? 0.0f : exp2f(w_m[w][g] - m);
+		l = fmaf(w_l[w][g], f, l);
+		o = fmaf(w_o[w][g][i % D], f, o);
+	}
+	*mx = m;
+	*L = l;
+	*O = o;
+}
+
+/* Stores row i of split s of KV head h: its unnormalised output and, once per query head, its
+ * (m, l), for the merging CTA. */
+template <int D, int G>
+static __device__ __forceinline__ void attn_store_partial(const ember_attn_args &a, int h, int s, int n_split, int i,
+                                                          float mx, float L, float O)
+{
+	const int g = i / D;
+	a.part_o[((size_t)h * n_split + s) * G * D + i] = O;
+	if (i % D == 0) {
+		a.part_ml[(((size_t)h * n_split + s) * G + g) * 2] = mx;
+		a.part_ml[(((size_t)h * n_split + s) * G + g) * 2 + 1] = L;
+	}
+}
+
+/* After this CTA's partials are stored: takes a ticket on head h's counter, of `arrivals` in all.
+ * Returns 1 in the last CTA to arrive (every other partial is then visible), 0 elsewhere.
+ * Contains __syncthreads; `is_last` is a shared int. */
+static __device__ __forceinline__ int attn_last_arrival(const ember_attn_args &a, int h, int arrivals, int *is_last)
+{
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*is_last = atomicAdd(&a.counters[h], 1u) == (uint32_t)(arrivals - 1);
+	__syncthreads();
+	if (!*is_last)
+		return 0;
+	__threadfence();
+	return 1;
+}
+
 template <int D, int G, bool DECODE>
 static __global__ void __launch_bounds__(ATTN_THREADS) attn_decode_kernel(const ember_attn_args a)
 {
@@ -192,27 +248,12 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_decode_kernel(const 
 		}
 		__syncthreads();
 		for (int i = tid; i < G * D; i += ATTN_THREADS) {
-			const int g = i / D, d = i % D;
-			float mx = -INFINITY;
-#pragma unroll
-			for (int w = 0; w < ATTN_WARPS; w++)
-				mx = fmaxf(mx, w_m[w][g]);
-			float L = 0.0f, O = 0.0f;
-#pragma unroll
-			for (int w = 0; w < ATTN_WARPS; w++) {
-				const float f = w_m[w][g] == -INFINITY ? 0.0f : exp2f(w_m[w][g] - mx);
-				L = fmaf(w_l[w][g], f, L);
-				O = fmaf(w_o[w][g][d], f, O);
-			}
-			if (n_split == 1) {
-				static_cast<__half *>(a.out)[((size_t)t * a.n_head + h * G + g) * D + d] = __float2half_rn(O / L);
-			} else {
-				a.part_o[(((size_t)h * n_split + s) * G + g) * D + d] = O;
-				if (d == 0) {
-					a.part_ml[(((size_t)h * n_split + s) * G + g) * 2] = mx;
-					a.part_ml[(((size_t)h * n_split + s) * G + g) * 2 + 1] = L;
-				}
-			}
+			float mx, L, O;
+			attn_merge_warps<D, G>(w_m, w_l, w_o, i, &mx, &L, &O);
+			if (n_split == 1)
+				static_cast<__half *>(a.out)[((size_t)t * a.n_head + h * G) * D + i] = __float2half_rn(O / L);
+			else
+				attn_store_partial<D, G>(a, h, s, n_split, i, mx, L, O);
 		}
 	} else if (n_split > 1 && tid < G) {
 		a.part_ml[(((size_t)h * n_split + s) * G + tid) * 2] = -INFINITY;
@@ -222,14 +263,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_decode_kernel(const 
 		return;
 
 	/* Last CTA of this head merges the splits. */
-	__threadfence();
-	__syncthreads();
-	if (tid == 0)
-		is_last = atomicAdd(&a.counters[h], 1u) == (uint32_t)(n_split - 1);
-	__syncthreads();
-	if (!is_last)
+	if (!attn_last_arrival(a, h, n_split, &is_last))
 		return;
-	__threadfence();
 	/* Only splits that saw keys hold partials; their (m, l) go to shared memory in one round
 	 * trip and the per-dim loop keeps several partial loads in flight. */
 	const int n_active = min(n_split, (n_keys + chunk - 1) / chunk);
@@ -553,40 +588,19 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kerne
 	}
 	__syncthreads();
 	for (int i = tid; i < G * D; i += ATTN_THREADS) {
-		const int g = i / D;
-		float mx = -INFINITY;
-#pragma unroll
-		for (int w = 0; w < ATTN_WARPS; w++)
-			mx = fmaxf(mx, w_m[w][g]);
-		float L = 0.0f, O = 0.0f;
-#pragma unroll
-		for (int w = 0; w < ATTN_WARPS; w++) {
-			const float f = w_m[w][g] == -INFINITY ? 0.0f : exp2f(w_m[w][g] - mx);
-			L = fmaf(w_l[w][g], f, L);
-			O = fmaf(w_o[w][g][i % D], f, O);
-		}
-		if (n_active == 1) {
+		float mx, L, O;
+		attn_merge_warps<D, G>(w_m, w_l, w_o, i, &mx, &L, &O);
+		if (n_active == 1)
 			static_cast<__half *>(a.out)[(size_t)h * G * D + i] = __float2half_rn(O / L);
-		} else {
-			a.part_o[((size_t)h * n_split + s) * G * D + i] = O;
-			if (i % D == 0) {
-				a.part_ml[(((size_t)h * n_split + s) * G + g) * 2] = mx;
-				a.part_ml[(((size_t)h * n_split + s) * G + g) * 2 + 1] = L;
-			}
-		}
+		else
+			attn_store_partial<D, G>(a, h, s, n_split, i, mx, L, O);
 	}
 	if (n_active == 1)
 		return;
 
 	/* Ticket over the active splits: the last one to arrive merges, then re-zeroes the counter. */
-	__threadfence();
-	__syncthreads();
-	if (tid == 0)
-		is_last = atomicAdd(&a.counters[h], 1u) == (uint32_t)(n_active - 1);
-	__syncthreads();
-	if (!is_last)
+	if (!attn_last_arrival(a, h, n_active, &is_last))
 		return;
-	__threadfence();
 	/* One round trip: (m, l) of every active split to shared memory, and this thread's partial
 	 * outputs of the first ATTN_MERGE_PF splits to registers. Every active split saw a key, so
 	 * every m is finite and the largest weight is 1. */
