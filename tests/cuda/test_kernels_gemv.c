@@ -44,6 +44,23 @@ static const char *stream_name(int i)
 	return buf;
 }
 
+/* A launch over k columns of x: fp16, or fp32 that the kernel RMS-normalizes with norm_w (eps 1e-6)
+ * when norm_w is set; epilogue epi; streaming setting stream_i (-1: the plain kernel). The caller
+ * adds the segments and the epilogue's outputs. */
+static struct ember_gemv_args gemv_test_args(int stream_i, const void *x, const float *norm_w, int k, int epi)
+{
+	struct ember_gemv_args a;
+	memset(&a, 0, sizeof(a));
+	stream_set(&a, stream_i);
+	a.k = k;
+	a.x = x;
+	a.in_mode = norm_w ? EMBER_GEMV_IN_RMS : EMBER_GEMV_IN_F16;
+	a.norm_w = norm_w;
+	a.eps = 1e-6f;
+	a.epi = epi;
+	return a;
+}
+
 static void test_gemv_store(int type, int tiled, int rows, int cols)
 {
 	struct mat m = make_mat(type, rows, cols);
@@ -53,14 +70,9 @@ static void test_gemv_store(int type, int tiled, int rows, int cols)
 	uint16_t *xh = to_half(x, cols, xr);
 	void *dw = dev_mat(&m, tiled), *dx = dev_upload(xh, (size_t)cols * 2);
 	float *dy = dev_poison((size_t)rows * 4);
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
+	struct ember_gemv_args a = gemv_test_args(-1, dx, NULL, cols, EMBER_GEMV_STORE);
 	a.seg[0] = (struct ember_gemv_seg){dw, type, tiled, rows, dy};
 	a.n_seg = 1;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_F16;
-	a.x = dx;
-	a.epi = EMBER_GEMV_STORE;
 	MUST(ember_gemv(&a, 0));
 	dev_download(y, dy, (size_t)rows * 4);
 	double worst = 0;
@@ -134,9 +146,7 @@ static void test_gemv_fused(int stream_i, int up_tiled)
 
 	/* Three segments of different types and sizes (the QKV launch), RMS input. */
 	struct mat ms[3] = {make_mat(EMBER_T_Q4_K, 32, cols), make_mat(EMBER_T_Q4_K, 17, cols), make_mat(EMBER_T_Q6_K, 24, cols)};
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	stream_set(&a, stream_i);
+	struct ember_gemv_args a = gemv_test_args(stream_i, dx, dnw, cols, EMBER_GEMV_STORE);
 	void *dws[3];
 	float *dys[3];
 	for (int i = 0; i < 3; i++) {
@@ -145,12 +155,6 @@ static void test_gemv_fused(int stream_i, int up_tiled)
 		a.seg[i] = (struct ember_gemv_seg){dws[i], ms[i].type, 1, ms[i].rows, dys[i]};
 	}
 	a.n_seg = 3;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_RMS;
-	a.x = dx;
-	a.norm_w = dnw;
-	a.eps = 1e-6f;
-	a.epi = EMBER_GEMV_STORE;
 	MUST(ember_gemv(&a, 0));
 	double worst = 0;
 	for (int i = 0; i < 3; i++) {
@@ -175,15 +179,9 @@ static void test_gemv_fused(int stream_i, int up_tiled)
 		uint16_t *xh = to_half(x, cols, xr);
 		void *dw = dev_mat(&m, 1), *dxh = dev_upload(xh, cols * 2);
 		float *dres = dev_upload(res, rows * 4);
-		memset(&a, 0, sizeof(a));
-			stream_set(&a, stream_i);
-	stream_set(&a, stream_i);
+		a = gemv_test_args(stream_i, dxh, NULL, cols, EMBER_GEMV_RESID);
 		a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dres};
 		a.n_seg = 1;
-		a.k = cols;
-		a.in_mode = EMBER_GEMV_IN_F16;
-		a.x = dxh;
-		a.epi = EMBER_GEMV_RESID;
 		MUST(ember_gemv(&a, 0));
 		dev_download(got, dres, rows * 4);
 		double w2 = 0;
@@ -209,18 +207,10 @@ static void test_gemv_fused(int stream_i, int up_tiled)
 		struct mat gm = make_mat(EMBER_T_Q4_K, rows, cols), um = make_mat(EMBER_T_Q6_K, rows, cols);
 		void *dg = dev_mat(&gm, 1), *du = dev_mat(&um, up_tiled);
 		void *dh = dev_poison(rows * 2);
-		memset(&a, 0, sizeof(a));
-			stream_set(&a, stream_i);
-	stream_set(&a, stream_i);
+		a = gemv_test_args(stream_i, dx, dnw, cols, EMBER_GEMV_SWIGLU);
 		a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
 		a.seg[1] = (struct ember_gemv_seg){du, um.type, up_tiled, rows, NULL};
 		a.n_seg = 2;
-		a.k = cols;
-		a.in_mode = EMBER_GEMV_IN_RMS;
-		a.x = dx;
-		a.norm_w = dnw;
-		a.eps = 1e-6f;
-		a.epi = EMBER_GEMV_SWIGLU;
 		a.out_h = dh;
 		MUST(ember_gemv(&a, 0));
 		uint16_t h[64];
@@ -280,17 +270,9 @@ static void test_gemv_argmax(int stream_i, int cols)
 	struct ember_decode_state st0 = {5, 7, 3, 0, 0}, st;
 	struct ember_decode_state *dst = dev_upload(&st0, sizeof(st0));
 	int32_t *dout = dev_poison(10 * 4), out[10];
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	stream_set(&a, stream_i);
+	struct ember_gemv_args a = gemv_test_args(stream_i, dx, dnw, cols, EMBER_GEMV_ARGMAX);
 	a.seg[0] = (struct ember_gemv_seg){dw, m.type, 1, rows, dl};
 	a.n_seg = 1;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_RMS;
-	a.x = dx;
-	a.norm_w = dnw;
-	a.eps = 1e-6f;
-	a.epi = EMBER_GEMV_ARGMAX;
 	a.state = dst;
 	a.out_tokens = dout;
 	a.out_tokens_cap = 10;
@@ -322,14 +304,9 @@ static void test_gemv_errors(void)
 	void *dw = dev_poison(1 << 16), *dx = dev_poison(4096);
 	float *dy = dev_poison(4096);
 	for (int streaming = 0; streaming < 2; streaming++) {
-		struct ember_gemv_args a, good;
-		memset(&good, 0, sizeof(good));
+		struct ember_gemv_args a, good = gemv_test_args(-1, dx, NULL, 1024, EMBER_GEMV_STORE);
 		good.seg[0] = (struct ember_gemv_seg){dw, EMBER_T_Q8_0, 1, 32, dy};
 		good.n_seg = 1;
-		good.k = 1024;
-		good.in_mode = EMBER_GEMV_IN_F16;
-		good.x = dx;
-		good.epi = EMBER_GEMV_STORE;
 		good.streaming = streaming;
 		a = good;
 		a.n_seg = 4;
@@ -374,19 +351,11 @@ static void test_gemv_stream_many(int stream_i)
 	float *dx = dev_upload(x, cols * 4), *dnw = dev_upload(nw, cols * 4);
 	uint16_t *h = malloc(rows * 2);
 	void *dh = dev_poison(rows * 2);
-	struct ember_gemv_args a;
-	memset(&a, 0, sizeof(a));
-	stream_set(&a, stream_i);
+	struct ember_gemv_args a = gemv_test_args(stream_i, dx, dnw, cols, EMBER_GEMV_SWIGLU);
 	a.stream_ctas = 1;
 	a.seg[0] = (struct ember_gemv_seg){dg, gm.type, 1, rows, NULL};
 	a.seg[1] = (struct ember_gemv_seg){du, um.type, 1, rows, NULL};
 	a.n_seg = 2;
-	a.k = cols;
-	a.in_mode = EMBER_GEMV_IN_RMS;
-	a.x = dx;
-	a.norm_w = dnw;
-	a.eps = 1e-6f;
-	a.epi = EMBER_GEMV_SWIGLU;
 	a.out_h = dh;
 	MUST(ember_gemv(&a, 0));
 	dev_download(h, dh, rows * 2);
@@ -407,16 +376,11 @@ static void test_gemv_stream_many(int stream_i)
 	for (int r = 0; r < rows; r++)
 		res[r] = nrand();
 	float *dres = dev_upload(res, rows * 4);
-	memset(&a, 0, sizeof(a));
-	stream_set(&a, stream_i);
+	a = gemv_test_args(stream_i, dh, NULL, rows, EMBER_GEMV_RESID);
 	a.stream_ctas = 1;
 	a.seg[0] = (struct ember_gemv_seg){d0, m0.type, 1, r0, dres};
 	a.seg[1] = (struct ember_gemv_seg){d1, m1.type, 1, r1, dres + r0};
 	a.n_seg = 2;
-	a.k = rows;
-	a.in_mode = EMBER_GEMV_IN_F16;
-	a.x = dh;
-	a.epi = EMBER_GEMV_RESID;
 	MUST(ember_gemv(&a, 0));
 	dev_download(got, dres, rows * 4);
 	double w2 = 0;
