@@ -171,16 +171,11 @@ void ab_build_result_clear(struct ab_build_result *r)
 /* The marker goes in last and atomically: its presence means every step succeeded. */
 static int write_marker(const char *build_dir, const char *key, double duration_s)
 {
-	char path[PATH_MAX + 64], tmp[PATH_MAX + 80], text[256];
+	char path[PATH_MAX + 64], text[256];
 	snprintf(path, sizeof(path), "%s/" MARKER_NAME, build_dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	snprintf(text, sizeof(text), "{\"key\":\"%s\",\"duration_s\":%.3f,\"finished_unix\":%lld}\n", key,
 		duration_s, (long long)time(NULL));
-	if (ab_fs_write(tmp, text) < 0)
-		return AB_ERROR;
-	if (rename(tmp, path) != 0)
-		return ab_error_errno("cannot write %s", path);
-	return 0;
+	return ab_fs_write_atomic(path, text) < 0 ? AB_ERROR : 0;
 }
 
 static int lock_key(const char *path)

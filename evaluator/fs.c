@@ -1,7 +1,8 @@
 /*
  * fs.c - directories and log files for child processes (see fs.h): mkdir -p, an rm -rf built on
  * nftw(FTW_PHYS) so it never leaves the tree through a symlink, appends that survive EINTR and
- * short writes, and tails read with pread from the end so a large log is never read whole.
+ * short writes, whole-file replacement through a temporary and rename(), and tails read with pread
+ * from the end so a large log is never read whole.
  */
 #define _GNU_SOURCE
 #include "fs.h"
@@ -139,4 +140,24 @@ int ab_fs_append(const char *path, const char *text)
 int ab_fs_write(const char *path, const char *text)
 {
 	return write_text(path, text, O_TRUNC);
+}
+
+int ab_fs_write_atomic(const char *path, const char *text)
+{
+	static _Atomic unsigned seq;   /* threads of one process writing the same path */
+	char tmp[PATH_MAX + 48];
+	int error;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(), seq++) >= sizeof(tmp))
+		return ab_error_setc(AB_EINVALID, "path too long: %s", path);
+	if ((error = write_text(tmp, text, O_TRUNC)) < 0) {
+		unlink(tmp);
+		return error;
+	}
+	if (rename(tmp, path) != 0) {
+		error = ab_error_errno("cannot write %s", path);
+		unlink(tmp);
+		return error;
+	}
+	return 0;
 }

@@ -29,5 +29,9 @@ int ab_fs_tail(char **out, const char *path, size_t max_bytes, off_t start);
 int ab_fs_append(const char *path, const char *text);
 /* Replaces the content of the file at `path` (created 0644) with `text`. Returns as ab_fs_append. */
 int ab_fs_write(const char *path, const char *text);
+/* Replaces the file at `path` with `text` atomically: written beside it and renamed into place, so a
+ * reader sees the old content or the new, never a part (the temporary is removed on failure).
+ * Returns as ab_fs_append. */
+int ab_fs_write_atomic(const char *path, const char *text);
 
 #endif

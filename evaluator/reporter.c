@@ -100,23 +100,14 @@ static int pr_dir(const ab_reporter *r, char *buf, size_t size, const char *repo
 	return ab_fs_mkdirs(buf);
 }
 
-/* Writes text to dir/name atomically (temp file + rename). */
+/* Writes text to dir/name atomically (fs.h). */
 static int write_file(const char *dir, const char *name, const char *text)
 {
-	char path[4200], tmp[4300];
-	FILE *f;
+	char path[4200];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	if (!(f = fopen(tmp, "w")))
-		return ab_error_errno("reporter: cannot write %s", tmp);
-	size_t n = strlen(text);
-	int bad = fwrite(text, 1, n, f) != n;
-	bad |= fclose(f) != 0;
-	if (bad || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return ab_error_errno("reporter: cannot write %s", path);
-	}
+	if (ab_fs_write_atomic(path, text) < 0)
+		return ab_error_wrap(AB_ERROR, "reporter");
 	AB_INFO("reporter: wrote %s", path);
 	return 0;
 }

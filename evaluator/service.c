@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include "service.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -710,18 +709,15 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 	};
 	if (ab_webhook_start(&svc->webhook, &wo) < 0)
 		goto fail;
-	/* Tell tests and operators where we listen (the port may have been 0). Written beside and renamed
-	 * into place, so a reader never sees the file half written. */
+	/* Tell tests and operators where we listen (the port may have been 0); atomically, so a reader
+	 * that sees the file never reads it half written. */
 	{
-		char tmp[sizeof(path) + 8], line[512];
+		char line[512];
 		snprintf(path, sizeof(path), "%s/serve.addr", cfg->state_dir);
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 		snprintf(line, sizeof(line), "%.*s:%d\n", (int)(strrchr(cfg->listen, ':') - cfg->listen), cfg->listen,
 			 ab_webhook_port(svc->webhook));
-		if (ab_fs_write(tmp, line) < 0)
-			AB_WARN("service: cannot write %s: %s", tmp, ab_error_last());
-		else if (rename(tmp, path) < 0)
-			AB_WARN("service: cannot rename %s: %s", tmp, strerror(errno));
+		if (ab_fs_write_atomic(path, line) < 0)
+			AB_WARN("service: %s", ab_error_last());
 	}
 	AB_INFO("service: listening on %.*s:%d (POST /webhook, GET /healthz, GET /metrics); %d worker(s); %d job(s) "
 		"recovered",

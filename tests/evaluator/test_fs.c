@@ -1,10 +1,11 @@
 /*
  * test_fs.c - directories and log files (evaluator/fs.h): mkdir -p over existing parts, rm -rf that
- * removes a symlink without following it, writes and appends, and tails: bounded, cut at a line
- * break, never before the start offset, a missing file reported as such.
+ * removes a symlink without following it, writes and appends, atomic replacement, and tails:
+ * bounded, cut at a line break, never before the start offset, a missing file reported as such.
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 static void mkdirs_rmtree(void)
@@ -56,8 +57,35 @@ static void append_tail(void)
 	free(tail);
 }
 
+/* A whole-file replacement is never seen half done, leaves no temporary behind, and fails cleanly. */
+static void write_atomic(void)
+{
+	const char *path = tu_path("addr");
+	char *text = NULL;
+	CHECK(ab_fs_write_atomic(path, "127.0.0.1:4242\n") == 0);
+	CHECK(ab_fs_tail(&text, path, 100, 0) == 0);
+	CHECK_STR(text, "127.0.0.1:4242\n");
+	free(text);
+	CHECK(ab_fs_write_atomic(path, "new") == 0);
+	CHECK(ab_fs_tail(&text, path, 100, 0) == 0);
+	CHECK_STR(text, "new");
+	free(text);
+	DIR *d = opendir(tu_tmpdir());
+	struct dirent *e;
+	int tmp_left = 0;
+	while (d && (e = readdir(d)))
+		tmp_left += strstr(e->d_name, ".tmp.") != NULL;
+	if (d)
+		closedir(d);
+	CHECK_EQ(tmp_left, 0);
+	CHECK(ab_fs_write_atomic(tu_path("no-such-dir/addr"), "x") < 0);
+	CHECK_STR_HAS(ab_error_last(), "no-such-dir/addr");
+}
+
 int main(int argc, char **argv)
 {
-	static const struct tu_case cases[] = { { "mkdirs_rmtree", mkdirs_rmtree }, { "append_tail", append_tail } };
+	static const struct tu_case cases[] = {
+		{ "mkdirs_rmtree", mkdirs_rmtree }, { "append_tail", append_tail }, { "write_atomic", write_atomic },
+	};
 	return TU_RUN(argc, argv, cases);
 }
