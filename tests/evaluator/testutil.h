@@ -1,7 +1,7 @@
 /*
- * testutil.h - the few helpers the evaluator tests share: CHECK macros that print the failed
- * expression with ab_error_last(), a per-test temp directory removed at exit, and a case table run
- * by name (`test_proc run_timeout`) or all in order when no name is given.
+ * testutil.h - the few helpers the evaluator and service tests share: CHECK macros that print the
+ * failed expression with ab_error_last(), a per-test temp directory removed at exit, and a case
+ * table run by name (`test_proc run_timeout`) or all in order when no name is given.
  */
 #ifndef AB_TESTUTIL_H
 #define AB_TESTUTIL_H
@@ -27,6 +27,15 @@
 	if (va_ != vb_) { \
 		fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n  last error: %s\n", __FILE__, \
 			__LINE__, #a, #b, va_, vb_, ab_error_last()); \
+		exit(1); \
+	} \
+} while (0)
+
+#define CHECK_STR(a, b) do { \
+	const char *sa_ = (a), *sb_ = (b); \
+	if (!sa_ || !sb_ || strcmp(sa_, sb_)) { \
+		fprintf(stderr, "%s:%d: CHECK failed: %s == %s (\"%s\" != \"%s\")\n", __FILE__, __LINE__, #a, #b, \
+			sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)"); \
 		exit(1); \
 	} \
 } while (0)

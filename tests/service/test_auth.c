@@ -3,7 +3,7 @@
  * made here, claims checked), refusal of keys that are not RSA private keys, GitHub timestamps,
  * and the installation token cache (refresh margin, invalidation).
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>
@@ -109,19 +109,19 @@ static void bad_keys(void)
 {
 	ab_gh_auth *auth = NULL;
 	char *pem = NULL;
-	const char *path = st_path("key.pem");
+	const char *path = tu_path("key.pem");
 
 	CHECK(ab_gh_auth_new_app_pem(&auth, 1, "not a key", 9, 1) < 0);
 	CHECK(auth == NULL);
 	EVP_PKEY *ec = make_key(&pem, 0);
 	CHECK(ab_gh_auth_new_app_pem(&auth, 1, pem, strlen(pem), 1) < 0);
-	CHECK_HAS(ab_error_last(), "RSA");
+	CHECK_STR_HAS(ab_error_last(), "RSA");
 	EVP_PKEY_free(ec);
 	free(pem);
-	CHECK(ab_gh_auth_new_app(&auth, 1, st_path("missing.pem"), 1) < 0);
-	CHECK_HAS(ab_error_last(), "missing.pem");
+	CHECK(ab_gh_auth_new_app(&auth, 1, tu_path("missing.pem"), 1) < 0);
+	CHECK_STR_HAS(ab_error_last(), "missing.pem");
 	EVP_PKEY *rsa = make_key(&pem, 1);
-	st_write(path, pem);
+	tu_write_file(path, pem);
 	CHECK(ab_gh_auth_new_app(&auth, 0, path, 1) < 0);
 	CHECK(ab_gh_auth_new_app(&auth, 7, path, 8) == 0);
 	ab_gh_auth_free(auth);
@@ -174,9 +174,9 @@ static void token_cache(void)
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "base64url", base64url }, { "jwt_rs256", jwt_rs256 },     { "bad_keys", bad_keys },
-		{ "parse_time", parse_time }, { "token_cache", token_cache }, { NULL, NULL },
+		{ "parse_time", parse_time }, { "token_cache", token_cache },
 	};
-	return st_main(argc, argv, cases);
+	return TU_RUN(argc, argv, cases);
 }

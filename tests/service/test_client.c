@@ -6,7 +6,7 @@
  * x-ratelimit-reset are waited out, waits past max_wait_s are handed back (capped at an hour), and
  * App auth exchanges one JWT for a cached installation token.
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include <time.h>
 #include <curl/curl.h>
@@ -155,7 +155,7 @@ static void pagination(void)
 	CHECK_EQ(ab_gh_request_count(gh) - before, 3);    /* three pages of two */
 	json_decref(items);
 	CHECK(ab_gh_get_all(gh, &items, "/repos/octo-org/demo/pulls?state=open&per_page=2", NULL, 5) < 0);
-	CHECK_HAS(ab_error_last(), "more than 5 items");
+	CHECK_STR_HAS(ab_error_last(), "more than 5 items");
 	CHECK(ab_gh_pr_list_open(gh, &prs, &n, "octo-org/demo") == 0);
 	CHECK_EQ(n, 6);
 	free(prs);
@@ -171,7 +171,7 @@ static void pagination(void)
 	sim("/_sim/fail", json);
 	free(json);
 	CHECK(ab_gh_get_all(gh, &items, "/repos/octo-org/demo/issues/7/comments?per_page=100", NULL, 1000) < 0);
-	CHECK_HAS(ab_error_last(), "Link header longer than");
+	CHECK_STR_HAS(ab_error_last(), "Link header longer than");
 	ab_gh_free(gh);
 }
 
@@ -199,8 +199,8 @@ static void retries(void)
 	before = ab_gh_request_count(gh);
 	CHECK(ab_gh_pr_get(gh, &pr, "octo-org/demo", 7) == AB_ERROR);
 	CHECK_EQ(ab_gh_request_count(gh) - before, 4);    /* 1 + max_retries */
-	CHECK_HAS(ab_error_last(), "GET /repos/octo-org/demo/pulls/7");
-	CHECK_HAS(ab_error_last(), "500");
+	CHECK_STR_HAS(ab_error_last(), "GET /repos/octo-org/demo/pulls/7");
+	CHECK_STR_HAS(ab_error_last(), "500");
 	sim("/_sim/reset", NULL);
 
 	/* A plain 403 (no rate-limit signs) is a permission answer: no retry. */
@@ -208,7 +208,7 @@ static void retries(void)
 	before = ab_gh_request_count(gh);
 	CHECK(ab_gh_pr_get(gh, &pr, "octo-org/demo", 7) == AB_ERROR);
 	CHECK_EQ(ab_gh_request_count(gh) - before, 1);
-	CHECK_HAS(ab_error_last(), "Resource not accessible");
+	CHECK_STR_HAS(ab_error_last(), "Resource not accessible");
 
 	/* Network errors: nothing listens on port 9 of loopback. */
 	ab_gh *dead = client(NULL, "http://127.0.0.1:9", 5);
@@ -300,16 +300,16 @@ static void app_auth(void)
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "contract", contract },       { "pagination", pagination }, { "retries", retries },
-		{ "rate_limits", rate_limits }, { "app_auth", app_auth },     { NULL, NULL },
+		{ "rate_limits", rate_limits }, { "app_auth", app_auth },
 	};
 	if (!(api = getenv("GITHUB_API_URL"))) {
 		fprintf(stderr, "test_client: set GITHUB_API_URL (scenarios.mjs client_contract starts the simulator)\n");
 		return 2;
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	int rc = st_main(argc, argv, cases);
+	int rc = TU_RUN(argc, argv, cases);
 	curl_global_cleanup();
 	return rc;
 }

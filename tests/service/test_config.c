@@ -3,7 +3,7 @@
  * wrong types are errors naming the key's path, secrets come from env > file > inline and are
  * never printed (nor is a password in a URL).
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include <sys/stat.h>
 
@@ -24,9 +24,9 @@ static void sample_loads(void)
 	CHECK_STR(cfg->webhook_secret_source, "env ABGATE_WEBHOOK_SECRET");
 	CHECK(ab_config_check_serve(cfg) == 0);
 	CHECK(ab_config_describe(&text, cfg) == 0);
-	CHECK_HAS(text, "webhook_secret = ********");
+	CHECK_STR_HAS(text, "webhook_secret = ********");
 	CHECK(!strstr(text, "sample-secret-value"));
-	CHECK_HAS(text, "GitHub App");
+	CHECK_STR_HAS(text, "GitHub App");
 	free(text);
 	ab_config_free(cfg);
 	unsetenv("ABGATE_WEBHOOK_SECRET");
@@ -35,9 +35,9 @@ static void sample_loads(void)
 static void defaults(void)
 {
 	struct ab_config *cfg = NULL;
-	const char *path = st_path("min.json");
+	const char *path = tu_path("min.json");
 
-	st_write(path, "{\"webhook_secret\":\"s\",\"repos\":[{\"name\":\"a/b\"}]}");
+	tu_write_file(path, "{\"webhook_secret\":\"s\",\"repos\":[{\"name\":\"a/b\"}]}");
 	CHECK(ab_config_load(&cfg, path) == 0);
 	CHECK_EQ(cfg->workers, 1);
 	CHECK_EQ(cfg->poll_interval_s, 300);
@@ -55,12 +55,12 @@ static void defaults(void)
 static void expect_error(const char *json, const char *message)
 {
 	struct ab_config *cfg = NULL;
-	const char *path = st_path("bad.json");
-	st_write(path, json);
+	const char *path = tu_path("bad.json");
+	tu_write_file(path, json);
 	int rc = ab_config_load(&cfg, path);
 	CHECK(rc < 0);
 	CHECK(cfg == NULL);
-	CHECK_HAS(ab_error_last(), message);
+	CHECK_STR_HAS(ab_error_last(), message);
 }
 
 static void errors(void)
@@ -84,21 +84,21 @@ static void errors(void)
 static void secrets(void)
 {
 	struct ab_config *cfg = NULL;
-	const char *secret_file = st_path("secret"), *cfgpath = st_path("s.json");
+	const char *secret_file = tu_path("secret"), *cfgpath = tu_path("s.json");
 	char json[1024];
 
-	st_write(secret_file, "from-file\n");
+	tu_write_file(secret_file, "from-file\n");
 	chmod(secret_file, 0600);
 	snprintf(json, sizeof(json), "{\"webhook_secret\":\"inline\",\"webhook_secret_file\":\"%s\",\"github\":{\"token\":\"tok-inline\"}}",
 		 secret_file);
-	st_write(cfgpath, json);
+	tu_write_file(cfgpath, json);
 	unsetenv("ABGATE_WEBHOOK_SECRET");
 	unsetenv("ABGATE_GITHUB_TOKEN");
 	CHECK(ab_config_load(&cfg, cfgpath) == 0);
 	CHECK_STR(cfg->webhook_secret, "from-file");            /* file beats inline */
 	CHECK_STR(cfg->github.token, "tok-inline");
 	CHECK(ab_config_check_serve(cfg) < 0);                    /* no repos */
-	CHECK_HAS(ab_error_last(), "at least one repository");
+	CHECK_STR_HAS(ab_error_last(), "at least one repository");
 	ab_config_free(cfg);
 
 	setenv("ABGATE_WEBHOOK_SECRET", "from-env", 1);
@@ -109,36 +109,36 @@ static void secrets(void)
 	char *text = NULL;
 	CHECK(ab_config_describe(&text, cfg) == 0);
 	CHECK(!strstr(text, "from-env") && !strstr(text, "tok-env"));
-	CHECK_HAS(text, "env ABGATE_GITHUB_TOKEN");
+	CHECK_STR_HAS(text, "env ABGATE_GITHUB_TOKEN");
 	free(text);
 	ab_config_free(cfg);
 	unsetenv("ABGATE_WEBHOOK_SECRET");
 	unsetenv("ABGATE_GITHUB_TOKEN");
 
 	/* A credential in a URL's user info is a secret too: the printed config masks it. */
-	st_write(cfgpath, "{\"repos\":[{\"name\":\"a/b\",\"git_url\":\"https://x-access-token:ghs_urlsecret@github.com/a/b.git\"},"
+	tu_write_file(cfgpath, "{\"repos\":[{\"name\":\"a/b\",\"git_url\":\"https://x-access-token:ghs_urlsecret@github.com/a/b.git\"},"
 			  "{\"name\":\"c/d\",\"git_url\":\"https://github.com/c/d.git?x=a:b@c\"}],"
 			  "\"github\":{\"api_url\":\"https://bot:pw-in-url@ghe.example/api/v3\"}}");
 	CHECK(ab_config_load(&cfg, cfgpath) == 0);
 	CHECK_STR(cfg->repos[0].git_url, "https://x-access-token:ghs_urlsecret@github.com/a/b.git");  /* used as given */
 	CHECK(ab_config_describe(&text, cfg) == 0);
 	CHECK(!strstr(text, "ghs_urlsecret") && !strstr(text, "pw-in-url"));
-	CHECK_HAS(text, "\"https://x-access-token:********@github.com/a/b.git\"");
-	CHECK_HAS(text, "\"https://bot:********@ghe.example/api/v3\"");
-	CHECK_HAS(text, "\"https://github.com/c/d.git?x=a:b@c\"");  /* no user info: shown as is */
+	CHECK_STR_HAS(text, "\"https://x-access-token:********@github.com/a/b.git\"");
+	CHECK_STR_HAS(text, "\"https://bot:********@ghe.example/api/v3\"");
+	CHECK_STR_HAS(text, "\"https://github.com/c/d.git?x=a:b@c\"");  /* no user info: shown as is */
 	free(text);
 	ab_config_free(cfg);
 
-	snprintf(json, sizeof(json), "{\"webhook_secret_file\":\"%s\"}", st_path("missing"));
-	st_write(cfgpath, json);
+	snprintf(json, sizeof(json), "{\"webhook_secret_file\":\"%s\"}", tu_path("missing"));
+	tu_write_file(cfgpath, json);
 	CHECK(ab_config_load(&cfg, cfgpath) < 0);
-	CHECK_HAS(ab_error_last(), "webhook_secret");
+	CHECK_STR_HAS(ab_error_last(), "webhook_secret");
 
 	/* No secret at all: loadable, but serve refuses to run unsigned. */
-	st_write(cfgpath, "{\"repos\":[{\"name\":\"a/b\"}]}");
+	tu_write_file(cfgpath, "{\"repos\":[{\"name\":\"a/b\"}]}");
 	CHECK(ab_config_load(&cfg, cfgpath) == 0);
 	CHECK(ab_config_check_serve(cfg) < 0);
-	CHECK_HAS(ab_error_last(), "no webhook secret");
+	CHECK_STR_HAS(ab_error_last(), "no webhook secret");
 	ab_config_free(cfg);
 }
 
@@ -146,17 +146,17 @@ static void table(void)
 {
 	char *md = NULL;
 	CHECK(ab_config_table_markdown(&md) == 0);
-	CHECK_HAS(md, "| key | type | default | meaning |");
-	CHECK_HAS(md, "`github.max_wait_s`");
-	CHECK_HAS(md, "`repos[].git_url`");
+	CHECK_STR_HAS(md, "| key | type | default | meaning |");
+	CHECK_STR_HAS(md, "`github.max_wait_s`");
+	CHECK_STR_HAS(md, "`repos[].git_url`");
 	free(md);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "sample_loads", sample_loads }, { "defaults", defaults }, { "errors", errors },
-		{ "secrets", secrets },           { "table", table },       { NULL, NULL },
+		{ "secrets", secrets },           { "table", table },
 	};
-	return st_main(argc, argv, cases);
+	return TU_RUN(argc, argv, cases);
 }

@@ -4,7 +4,7 @@
  * attempt limits, the reporting state with deferred retries, delivery dedupe, commands, the sticky
  * comment record.
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include "queue.h"
 
@@ -15,7 +15,7 @@
 static ab_queue *open_fresh(const char *name)
 {
 	ab_queue *q = NULL;
-	CHECK(ab_queue_open(&q, st_path(name)) == 0);
+	CHECK(ab_queue_open(&q, tu_path(name)) == 0);
 	return q;
 }
 
@@ -224,7 +224,7 @@ static void reporting(void)
 	CHECK_EQ(job->report_done, AB_REPORT_CHECK);
 	CHECK_EQ(job->report_attempts, 1);
 	CHECK_EQ(job->eval_id, 12);
-	CHECK_HAS(job->result, "abgate.result/1");
+	CHECK_STR_HAS(job->result, "abgate.result/1");
 	CHECK_STR(job->note, "a note");
 	ab_job_free(job);
 	CHECK(ab_queue_claim_report(q, &job, "d2", 30, 201) == AB_ENOTFOUND);  /* leased */
@@ -289,15 +289,15 @@ static void bad_path(void)
 	ab_queue *q = NULL;
 	CHECK(ab_queue_open(&q, "/nonexistent-dir/x/queue.db") < 0);
 	CHECK(q == NULL);
-	CHECK_HAS(ab_error_last(), "queue");
+	CHECK_STR_HAS(ab_error_last(), "queue");
 }
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "dedupe", dedupe },       { "supersede", supersede }, { "close", close_pr },
 		{ "leases", leases },       { "crash_restart", crash_restart }, { "reporting", reporting },
-		{ "commands", commands },   { "bad_path", bad_path },   { NULL, NULL },
+		{ "commands", commands },   { "bad_path", bad_path },
 	};
-	return st_main(argc, argv, cases);
+	return TU_RUN(argc, argv, cases);
 }

@@ -4,7 +4,7 @@
  * queue intents (real payloads from @octokit/webhooks-examples when tests/ghsim is installed,
  * hand-made hostile ones always).
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include <jansson.h>
 
@@ -36,11 +36,11 @@ static void comment_marker(void)
 
 	CHECK(ab_report_comment_body(&body, &t, &rep) == 0);
 	CHECK(!strncmp(body, "<!-- abgate:v1 head=" SHA " -->\n", strlen("<!-- abgate:v1 head=" SHA " -->\n")));
-	CHECK_HAS(body, "`eval:L`");
-	CHECK_HAS(body, "| tiny | decode tok/s | 128 | 100.0 | 112.0 | +12.0% (+10.0% … +14.0%) |");
+	CHECK_STR_HAS(body, "`eval:L`");
+	CHECK_STR_HAS(body, "| tiny | decode tok/s | 128 | 100.0 | 112.0 | +12.0% (+10.0% … +14.0%) |");
 	CHECK(ab_report_summary(&summary, &t, &rep) == 0);
 	CHECK(!strstr(summary, "<!--"));
-	CHECK_HAS(summary, "decode tok/s");
+	CHECK_STR_HAS(summary, "decode tok/s");
 	ab_report_title(title, sizeof(title), &rep);
 	CHECK_STR(title, "eval:L: decode +12% at ctx 128");
 	free(body);
@@ -50,8 +50,8 @@ static void comment_marker(void)
 	/* No result (the worker died every time): still a clear comment, an infra label, no blame. */
 	struct ab_report ex = { "exhausted", NULL, "The evaluation was started 3 times.", 1 };
 	CHECK(ab_report_comment_body(&body, &t, &ex) == 0);
-	CHECK_HAS(body, "eval:infra-error");
-	CHECK_HAS(body, "/eval rerun");
+	CHECK_STR_HAS(body, "eval:infra-error");
+	CHECK_STR_HAS(body, "/eval rerun");
 	free(body);
 }
 
@@ -65,11 +65,11 @@ static void caps(void)
 	CHECK(ab_report_comment_body(&body, &t, &rep) == 0);
 	CHECK(strlen(body) <= AB_COMMENT_MAX);
 	CHECK(strlen(body) > AB_COMMENT_MAX / 2);
-	CHECK_HAS(body, "cut");
-	CHECK_HAS(body, "<sub>");  /* the footer survives the cut */
+	CHECK_STR_HAS(body, "cut");
+	CHECK_STR_HAS(body, "<sub>");  /* the footer survives the cut */
 	CHECK(ab_report_summary(&summary, &t, &rep) == 0);
 	CHECK(strlen(summary) <= AB_SUMMARY_MAX);
-	CHECK_HAS(summary, "cut");
+	CHECK_STR_HAS(summary, "cut");
 	free(body);
 	free(summary);
 	json_decref(res);
@@ -148,11 +148,11 @@ static void utf8(void)
 	json_decref(post);
 	CHECK(!strstr(body, "@alice"));   /* no mention */
 	CHECK(!strstr(body, "<b>"));      /* no HTML */
-	CHECK_HAS(body, "build failed in");
+	CHECK_STR_HAS(body, "build failed in");
 	ab_report_title(description, sizeof(description), &bad);
 	CHECK((s = json_string(description)) != NULL);
 	json_decref(s);
-	CHECK_HAS(description, "eval:infra-error: build failed");
+	CHECK_STR_HAS(description, "eval:infra-error: build failed");
 	free(body);
 	free(summary);
 }
@@ -174,8 +174,8 @@ static void conclusions(void)
 static struct ab_config *config(void)
 {
 	struct ab_config *cfg = NULL;
-	const char *path = st_path("cfg.json");
-	st_write(path, "{\"webhook_secret\":\"s\",\"repos\":[{\"name\":\"Codertocat/Hello-World\",\"base\":\"develop\"}]}");
+	const char *path = tu_path("cfg.json");
+	tu_write_file(path, "{\"webhook_secret\":\"s\",\"repos\":[{\"name\":\"Codertocat/Hello-World\",\"base\":\"develop\"}]}");
 	CHECK(ab_config_load(&cfg, path) == 0);
 	return cfg;
 }
@@ -288,11 +288,10 @@ static void commands(void)
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "comment_marker", comment_marker }, { "caps", caps },     { "labels", labels },
 		{ "conclusions", conclusions },       { "events", events }, { "commands", commands },
 		{ "utf8", utf8 },
-		{ NULL, NULL },
 	};
-	return st_main(argc, argv, cases);
+	return TU_RUN(argc, argv, cases);
 }

@@ -3,7 +3,7 @@
  * malformed and missing signatures), what reaches the event callback (only verified bodies, byte
  * for byte), 413 for bodies over the cap with and without Content-Length, and the other routes.
  */
-#include "svc_test.h"
+#include "testutil.h"
 
 #include <pthread.h>
 #include <curl/curl.h>
@@ -164,7 +164,7 @@ static void http_accept(void)
 
 	sign(sig, SECRET, body, strlen(body));
 	CHECK_EQ(http(w, "POST", "/webhook", body, strlen(body), sig, 0, &r), 202);
-	CHECK_HAS(r.body, "enqueued");
+	CHECK_STR_HAS(r.body, "enqueued");
 	CHECK_EQ(seen_count, 1);
 	CHECK_STR(seen_event, "pull_request");
 	CHECK_STR(seen_delivery, "72d3162e-cc78-11e3-81ab-4c9367dc0958");
@@ -236,10 +236,10 @@ static void http_routes(void)
 	ab_webhook *w = start(1 << 20);
 	struct reply r = { { 0 }, 0 };
 	CHECK_EQ(http(w, "GET", "/healthz", NULL, 0, NULL, 0, &r), 200);
-	CHECK_HAS(r.body, "ok");
+	CHECK_STR_HAS(r.body, "ok");
 	memset(&r, 0, sizeof(r));
 	CHECK_EQ(http(w, "GET", "/metrics", NULL, 0, NULL, 0, &r), 200);
-	CHECK_HAS(r.body, "abgate_queue_depth");
+	CHECK_STR_HAS(r.body, "abgate_queue_depth");
 	CHECK_EQ(http(w, "GET", "/webhook", NULL, 0, NULL, 0, NULL), 405);
 	CHECK_EQ(http(w, "GET", "/nope", NULL, 0, NULL, 0, NULL), 404);
 	CHECK_EQ(http(w, "DELETE", "/healthz", NULL, 0, NULL, 0, NULL), 405);
@@ -292,15 +292,14 @@ static void form_payload(void)
 
 int main(int argc, char **argv)
 {
-	static const struct st_case cases[] = {
+	static const struct tu_case cases[] = {
 		{ "verify_vector", verify_vector }, { "verify_errors", verify_errors },
 		{ "http_accept", http_accept },     { "http_reject", http_reject },
 		{ "http_oversize", http_oversize }, { "http_chunked_oversize", http_chunked_oversize },
 		{ "http_routes", http_routes },     { "form_payload", form_payload },
-		{ NULL, NULL },
 	};
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	int rc = st_main(argc, argv, cases);
+	int rc = TU_RUN(argc, argv, cases);
 	free(seen_body);
 	curl_global_cleanup();
 	return rc;
