@@ -30,7 +30,7 @@ mkdir -p "$OUT" "$MODELS"
 SUMMARY=$OUT/summary.log
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-source "$ROOT/ci/gpu-lib.sh" # log, run, gpu_jansson_setup
+source "$ROOT/ci/gpu-lib.sh" # log, run, gen, gpu_jansson_setup
 
 log "build ${BUILD_TAG:-default} ($CUDA_DEFS); host: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
 gpu_jansson_setup "${DEB_DIR:-$ROOT/.gpu/deb}"
@@ -44,10 +44,7 @@ else
 	BIN=$BUILD/bin
 fi
 
-gen() { # shape quant
-	local f=$MODELS/$1-$2.gguf
-	[ -s "$f" ] || { "$BIN/ember" gen --shape "$1" --quant "$2" --seed 1 -o "$f.tmp" && mv -f "$f.tmp" "$f"; }
-}
+EMBER=$BIN/ember
 (for m in $SWEEP_MODELS; do gen "${m%%:*}" "${m##*:}"; done) >"$OUT/gen.log" 2>&1 &
 GEN_PID=$!
 

@@ -23,7 +23,7 @@ SUMMARY=$OUT/summary.log
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-source "$ROOT/ci/gpu-lib.sh" # log, run, gpu_jansson_setup
+source "$ROOT/ci/gpu-lib.sh" # log, run, gen, gpu_jansson_setup
 
 # ---- binaries: a carried build if it runs here, else build from source ----
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); nvcc $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*'); cmake $(cmake --version | head -1 | awk '{print $3}')"
@@ -52,12 +52,6 @@ fi
 EMBER=$BIN/ember
 
 # ---- models (the 8B ones generate in the background while the checks run) ----
-gen() { # shape quant
-	local f=$MODELS/$1-$2.gguf
-	if [ ! -s "$f" ]; then
-		"$EMBER" gen --shape "$1" --quant "$2" --seed 1 -o "$f.tmp" && mv -f "$f.tmp" "$f"
-	fi
-}
 export MODELS EMBER
 export -f gen
 run "$OUT/gen.log" 120 "gen tiny + qwen3-0.6b" bash -c 'gen tiny q8_0 && gen tiny q4_k_m && gen qwen3-0.6b q8_0 && gen qwen3-0.6b q4_k_m'

@@ -1,5 +1,5 @@
 # ci/gpu-lib.sh - sourced by the GPU-machine scripts (gpu-kernels.sh, gpu-decode-sweep.sh, gpu-eval.sh):
-# their summary log and time-limited steps, and the jansson setup.
+# their summary log, time-limited steps and model generation, and the jansson setup.
 #
 # log MSG...: a timestamped line, to stdout and to $SUMMARY (set by the caller).
 log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
@@ -14,6 +14,13 @@ run() {
 	local rc=$?
 	if [ $rc -eq 0 ]; then log "PASS $name"; elif [ $rc -eq 77 ]; then log "SKIP $name"; elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then log "TIMEOUT($limit s) $name"; else log "FAIL($rc) $name"; fi
 	return $rc
+}
+
+# gen SHAPE QUANT: $MODELS/SHAPE-QUANT.gguf from `$EMBER gen --seed 1` unless it is already there
+# (written beside and moved into place, so a cut-off run never leaves a partial model).
+gen() {
+	local f=$MODELS/$1-$2.gguf
+	[ -s "$f" ] || { "$EMBER" gen --shape "$1" --quant "$2" --seed 1 -o "$f.tmp" && mv -f "$f.tmp" "$f"; }
 }
 
 # gpu_jansson_setup DEB_DIR: ember's build needs jansson's headers and the GPU image has only the
