@@ -655,15 +655,9 @@ template <int D, int G>
 static int attn_launch(const ember_attn_args *a, cudaStream_t stream)
 {
 	if (a->n_tokens == 0 && a->lean) {
-		cudaLaunchConfig_t cfg = {};
-		cudaLaunchAttribute attr[1];
-		cfg.gridDim = dim3(a->n_kv, a->n_split, 1);
-		cfg.blockDim = dim3(ATTN_THREADS);
-		cfg.stream = stream;
-		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-		attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
-		cfg.attrs = attr;
-		cfg.numAttrs = 1;
+		cudaLaunchAttribute attr;
+		const cudaLaunchConfig_t cfg =
+			ember_launch_config(&attr, dim3(a->n_kv, a->n_split, 1), dim3(ATTN_THREADS), 0, stream, a->pdl);
 		CUDA_CHECK(cudaLaunchKernelEx(&cfg, attn_decode_lean_kernel<D, G>, *a));
 	} else if (a->n_tokens == 0) {
 		attn_decode_kernel<D, G, true><<<dim3(a->n_kv, a->n_split, 1), ATTN_THREADS, 0, stream>>>(*a);

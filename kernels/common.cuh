@@ -71,6 +71,25 @@ int ember_cublas_fail(int status, const char *stmt, const char *file, int line);
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 
+/* A launch of grid x block threads with smem bytes of dynamic shared memory on `stream`, as a
+ * programmatic dependent of the previous kernel when pdl (it may start while that kernel finishes;
+ * it must griddepcontrol.wait before reading that kernel's output). *attr must outlive the
+ * cudaLaunchKernelEx call that takes the result. */
+static inline cudaLaunchConfig_t ember_launch_config(cudaLaunchAttribute *attr, dim3 grid, dim3 block, size_t smem,
+                                                     cudaStream_t stream, int pdl)
+{
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	attr->val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	return cfg;
+}
+
 static __device__ __forceinline__ float ember_warp_sum(float v)
 {
 #pragma unroll

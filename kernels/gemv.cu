@@ -103,16 +103,8 @@ static int gemv_launch(const ember_gemv_args *a, int grid, int k_pad, size_t sme
 		CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<IN, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 		smem_set = smem;
 	}
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute attr[1];
-	cfg.gridDim = dim3(grid);
-	cfg.blockDim = dim3(GEMV_THREADS);
-	cfg.dynamicSmemBytes = smem;
-	cfg.stream = stream;
-	attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
-	cfg.attrs = attr;
-	cfg.numAttrs = 1;
+	cudaLaunchAttribute attr;
+	const cudaLaunchConfig_t cfg = ember_launch_config(&attr, dim3(grid), dim3(GEMV_THREADS), smem, stream, a->pdl);
 	CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_kernel<IN, EPI>, *a, k_pad, a->pdl));
 	CUDA_CHECK_LAUNCH("gemv_kernel");
 	return 0;

@@ -366,6 +366,29 @@ static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg 
 
 /* ---- the input, staged once per CTA by both kernels ---- */
 
+/* RMSNorm input item t (16 columns): fp16(x * scale * w) into xs, the sum of those fp16 values into
+ * sx[t]. */
+static __device__ __forceinline__ void stage_rms_item(const float4 (&xv)[4], const float4 (&wv)[4], float scale, __half *xs,
+                                                      float *sx, int t)
+{
+	uint32_t packed[8];
+	float sum = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		const float4 p = xv[i], q = wv[i];
+		packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
+		packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
+	}
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const float2 f = ember_unpack_half2(packed[j]);
+		sum += f.x + f.y;
+	}
+	reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+	reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+	sx[t] = sum;
+}
+
 /* Stages the input as fp16 xs[k_pad] (zero past k) plus per-16-column sums sx[k_pad/16] (the mma
  * epilogue removes the 1024 offset and the Q4_K mins with them): fp16 x as is, or RMSNorm(x) *
  * norm_w of the fp32 x, by a CTA of T threads. Vector paths move 16 columns per item with 16-byte
@@ -435,24 +458,8 @@ static __device__ __forceinline__ void gemv_stage_input(const ember_gemv_args &a
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
 			const int t = tid + u * T;
-			if (t < n_items) {
-				uint32_t packed[8];
-				float sum = 0.0f;
-#pragma unroll
-				for (int i = 0; i < 4; i++) {
-					const float4 p = xv[u][i], q = wv[u][i];
-					packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
-					packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
-				}
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					const float2 f = ember_unpack_half2(packed[j]);
-					sum += f.x + f.y;
-				}
-				reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-				reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-				sx[t] = sum;
-			}
+			if (t < n_items)
+				stage_rms_item(xv[u], wv[u], scale, xs, sx, t);
 		}
 		return;
 	}
@@ -486,24 +493,8 @@ static __device__ __forceinline__ void gemv_stage_input(const ember_gemv_args &a
 #pragma unroll
 			for (int u = 0; u < 2; u++) {
 				const int t = t0 + u * T;
-				if (t < n_items) {
-					uint32_t packed[8];
-					float sum = 0.0f;
-#pragma unroll
-					for (int i = 0; i < 4; i++) {
-						const float4 p = xv[u][i], q = wv[u][i];
-						packed[2 * i] = ember_pack_half2(p.x * scale * q.x, p.y * scale * q.y);
-						packed[2 * i + 1] = ember_pack_half2(p.z * scale * q.z, p.w * scale * q.w);
-#pragma unroll
-						for (int j = 0; j < 2; j++) {
-							const float2 f = ember_unpack_half2(packed[2 * i + j]);
-							sum += f.x + f.y;
-						}
-					}
-					reinterpret_cast<uint4 *>(xs)[2 * t] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-					reinterpret_cast<uint4 *>(xs)[2 * t + 1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-					sx[t] = sum;
-				}
+				if (t < n_items)
+					stage_rms_item(xv[u], wv[u], scale, xs, sx, t);
 			}
 		}
 		return;

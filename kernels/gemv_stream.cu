@@ -255,16 +255,8 @@ static int stream_launch(const ember_gemv_args *a, int k_pad, int n_sm, cudaStre
 	const int cap = per_sm * n_sm;
 	const int per = (a->n_tiles + cap - 1) / cap;
 	const int grid = (a->n_tiles + per - 1) / per;
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute attr[1];
-	cfg.gridDim = dim3(grid);
-	cfg.blockDim = dim3(W * 32);
-	cfg.dynamicSmemBytes = smem;
-	cfg.stream = stream;
-	attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	attr[0].val.programmaticStreamSerializationAllowed = a->pdl ? 1 : 0;
-	cfg.attrs = attr;
-	cfg.numAttrs = 1;
+	cudaLaunchAttribute attr;
+	const cudaLaunchConfig_t cfg = ember_launch_config(&attr, dim3(grid), dim3(W * 32), smem, stream, a->pdl);
 	CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_stream_kernel<IN, EPI, W>, *a, k_pad, R, a->pdl));
 	CUDA_CHECK_LAUNCH("gemv_stream_kernel");
 	return 0;
