@@ -366,6 +366,24 @@ static __device__ __forceinline__ const uint8_t *tile_base(const ember_gemv_seg 
 
 /* ---- the input, staged once per CTA by both kernels ---- */
 
+/* Loads RMSNorm input items t0 and t0 + T (16 columns of x and of norm_w each; zeros past the
+ * input) into registers, all 16 loads in flight together. */
+template <int T>
+static __device__ __forceinline__ void load_rms_items(const float4 *x4, const float4 *w4, int t0, int n_items, int k,
+                                                      float4 (&xv)[2][4], float4 (&wv)[2][4])
+{
+#pragma unroll
+	for (int u = 0; u < 2; u++) {
+		const int t = t0 + u * T;
+		const bool ok = t < n_items && 16 * t < k;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
+			wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
+		}
+	}
+}
+
 /* RMSNorm input item t (16 columns): fp16(x * scale * w) into xs, the sum of those fp16 values into
  * sx[t]. */
 static __device__ __forceinline__ void stage_rms_item(const float4 (&xv)[4], const float4 (&wv)[4], float scale, __half *xs,
@@ -438,16 +456,7 @@ static __device__ __forceinline__ void gemv_stage_input(const ember_gemv_args &a
 		const float4 *x4 = static_cast<const float4 *>(a.x), *w4 = reinterpret_cast<const float4 *>(a.norm_w);
 		float4 xv[2][4], wv[2][4];
 		float ss = 0.0f;
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int t = tid + u * T;
-			const bool ok = t < n_items && 16 * t < k;
-#pragma unroll
-			for (int i = 0; i < 4; i++) {
-				xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
-				wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
-			}
-		}
+		load_rms_items<T>(x4, w4, tid, n_items, k, xv, wv);
 #pragma unroll
 		for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -480,16 +489,7 @@ static __device__ __forceinline__ void gemv_stage_input(const ember_gemv_args &a
 		const float scale = 1.0f / sqrtf(ss / (float)k + a.eps);
 		for (int t0 = tid; t0 < n_items; t0 += 2 * T) {
 			float4 xv[2][4], wv[2][4];
-#pragma unroll
-			for (int u = 0; u < 2; u++) {
-				const int t = t0 + u * T;
-				const bool ok = t < n_items && 16 * t < k;
-#pragma unroll
-				for (int i = 0; i < 4; i++) {
-					xv[u][i] = ok ? x4[4 * t + i] : make_float4(0, 0, 0, 0);
-					wv[u][i] = ok ? w4[4 * t + i] : make_float4(0, 0, 0, 0);
-				}
-			}
+			load_rms_items<T>(x4, w4, t0, n_items, k, xv, wv);
 #pragma unroll
 			for (int u = 0; u < 2; u++) {
 				const int t = t0 + u * T;
