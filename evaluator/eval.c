@@ -26,6 +26,7 @@
 #include "models.h"
 #include "proc.h"
 #include "repo.h"
+#include "spec.h"
 #include "result.h"
 #include "speed.h"
 #include "store.h"
@@ -51,14 +52,19 @@ struct eval {
 	struct ab_build_result build[2];
 	enum ab_build_status build_status[2];
 	char **model_paths;
+	char **draft_paths;              /* per model, NULL entries for models without a draft */
 	struct ab_samples samples;
 	struct ab_speed_result *speed;
 	struct ab_speed_policy policy;
+	struct ab_speed_metric_rule rules[5]; /* policy.rules: the suite's floors and tiers per metric */
+	double spec_tiers[AB_TIER_COUNT];
 	const char *model_names[AB_SUITE_MODELS_MAX]; /* suite order, primary first (policy.models) */
 	struct ab_measure_report measure;
 	struct ab_accuracy_result accuracy;
 	struct ab_gate_result greedy[AB_SUITE_MODELS_MAX];  /* advisory greedy-agreement gate per model */
 	size_t n_greedy;
+	struct ab_gate_result spec_exact[AB_SUITE_MODELS_MAX]; /* spec_exact gate per model with a draft */
+	size_t n_spec_exact;
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
 	struct ab_result_timing timing;
 	int64_t t0;
@@ -165,6 +171,19 @@ static void policy_from_suite(struct eval *E)
 		E->model_names[m] = s->models[m].name;
 	p->models = E->model_names;
 	p->n_models = (size_t)s->model_count;
+	/* The speed rules with the suite's spec floors and tiers (speed.h documents the defaults). */
+	for (int t = 0; t < AB_TIER_COUNT && t < AB_SUITE_TIER_COUNT; t++)
+		E->spec_tiers[t] = s->spec.tiers[t].min_gain;
+	const struct ab_speed_metric_rule rules[] = {
+		{ AB_METRIC_DECODE, -1.0, 1, 0, 0, NULL, NULL, 0 },
+		{ AB_METRIC_PREFILL, -1.0, 1, 0, 0, NULL, NULL, 0 },
+		{ AB_METRIC_SPEC, -1.0, 1, s->spec.regression_ratio, 0, E->spec_tiers, NULL, 1 },
+		{ AB_METRIC_TAU, -1.0, 1, s->spec.tau_floor_ratio, 1, NULL, "tau-regression", 1 },
+		{ AB_METRIC_SPEC_SPEEDUP, -1.0, 0, 0, 1, NULL, NULL, 1 },
+	};
+	memcpy(E->rules, rules, sizeof(rules));
+	p->rules = E->rules;
+	p->n_rules = sizeof(rules) / sizeof(rules[0]);
 }
 
 static int checkout_and_build(struct eval *E)
@@ -211,15 +230,40 @@ static int checkout_and_build(struct eval *E)
 	return 0;
 }
 
+/* A harness data file of the suite (a token corpus): {state} and {src} substituted, relative paths
+ * against the base checkout (the harness comes from the base). *out: caller frees. */
+static int harness_file(char **out, const struct eval *E, const char *template)
+{
+	struct ab_subst vars[] = { { "state", E->state_dir }, { "src", E->src[AB_SIDE_BASE] } };
+	char *path = NULL;
+	if (ab_build_subst(&path, template, vars, 2) < 0)
+		return -1;
+	if (path[0] != '/') {
+		size_t len = strlen(E->src[AB_SIDE_BASE]) + strlen(path) + 2;
+		char *abs = malloc(len);
+		if (abs == NULL) {
+			free(path);
+			return ab_error_set("out of memory");
+		}
+		snprintf(abs, len, "%s/%s", E->src[AB_SIDE_BASE], path);
+		free(path);
+		path = abs;
+	}
+	*out = path;
+	return 0;
+}
+
 /* argv and env of one side's SUT for one model. */
 static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***env_store,
-	const struct eval *E, const struct ab_suite_sut *sut, int side, const char *model_path)
+	const struct eval *E, const struct ab_suite_sut *sut, int side, int model)
 {
+	const char *model_path = E->model_paths[model];
+	const char *draft_path = E->draft_paths ? E->draft_paths[model] : NULL;
 	char jobs[16];
 	snprintf(jobs, sizeof(jobs), "%d", E->jobs);
 	struct ab_subst vars[] = {
 		{ "src", E->src[side] }, { "build", E->build[side].build_dir }, { "model", model_path },
-		{ "state", E->state_dir }, { "jobs", jobs },
+		{ "state", E->state_dir }, { "jobs", jobs }, { "draft", draft_path },
 	};
 	size_t n_vars = sizeof(vars) / sizeof(vars[0]);
 	if (ab_build_subst_argv(argv_store, (const char *const *)sut->command.argv, vars, n_vars) < 0)
@@ -249,17 +293,18 @@ static int measure(struct eval *E)
 	int n_models = E->suite->model_count, error = -1;
 	struct ab_measure_sut *suts[2] = { NULL, NULL };
 	char **argvs[2][AB_SUITE_MODELS_MAX] = { { 0 } }, **envs[2][AB_SUITE_MODELS_MAX] = { { 0 } };
-	char log_dir[4096];
+	char log_dir[4096], *spec_corpus = NULL;
 
 	snprintf(log_dir, sizeof(log_dir), "%s/runs/%lld", E->state_dir, (long long)E->id);
 	if (ab_fs_mkdirs(log_dir) < 0)
+		return -1;
+	if (E->suite->spec.prompts && harness_file(&spec_corpus, E, E->suite->spec.prompts) < 0)
 		return -1;
 	for (int s = 0; s < 2; s++) {
 		if ((suts[s] = calloc((size_t)n_models, sizeof(*suts[s]))) == NULL)
 			goto cleanup;
 		for (int m = 0; m < n_models; m++)
-			if (sut_command(&suts[s][m], &argvs[s][m], &envs[s][m], E, &E->suite->sut, s,
-			                E->model_paths[m]) < 0)
+			if (sut_command(&suts[s][m], &argvs[s][m], &envs[s][m], E, &E->suite->sut, s, m) < 0)
 				goto cleanup;
 	}
 	struct ab_measure_config cfg = {
@@ -268,6 +313,7 @@ static int measure(struct eval *E)
 		.seed = E->seed,
 		.policy = &E->policy,
 		.log_dir = log_dir,
+		.spec_corpus = spec_corpus,
 		.store = E->store,
 		.eval_id = E->id,
 		.quiet = E->o->quiet,
@@ -277,6 +323,7 @@ static int measure(struct eval *E)
 	error = ab_measure_run(&E->speed, &E->samples, &E->measure, &cfg);
 	E->timing.measure_s = E->measure.seconds;
 cleanup:
+	free(spec_corpus);
 	for (int s = 0; s < 2; s++) {
 		for (int m = 0; m < n_models; m++) {
 			ab_build_argv_free(argvs[s][m]);
@@ -287,16 +334,21 @@ cleanup:
 	return error;
 }
 
-/* Greedy agreement, counted while measuring: one advisory gate per model that had decode requests
- * answered by both sides. */
-static void greedy_agreement(struct eval *E)
+/* The gates counted while measuring: greedy agreement (when the suite asks), one advisory gate per
+ * model that had decode requests answered by both sides; and spec exactness, one gate per model with
+ * a draft where spec contexts were measured. */
+static void measure_gates(struct eval *E)
 {
-	for (int m = 0; m < E->suite->model_count; m++) {
+	for (int m = 0; m < E->suite->model_count && E->suite->accuracy.greedy_check; m++) {
 		const struct ab_measure_agreement *a = &E->measure.agreement[m];
 		if (a->compared > 0)
 			ab_acc_greedy_gate(&E->greedy[E->n_greedy++], E->suite->models[m].name, a->compared,
 				a->identical, a->first_diff, a->diff_ctx, a->diff_pair);
 	}
+	for (int m = 0; m < E->suite->model_count && E->suite->spec.count > 0; m++)
+		if (E->suite->models[m].has_draft)
+			ab_spec_exact_gate(&E->spec_exact[E->n_spec_exact++], E->suite->models[m].name,
+				&E->measure.spec_exact[m][AB_SIDE_BASE], &E->measure.spec_exact[m][AB_SIDE_HEAD]);
 }
 
 static int accuracy(struct eval *E)
@@ -331,11 +383,11 @@ static int accuracy(struct eval *E)
 			am->vocab_size = E->measure.vocab[m];
 			for (int s = 0; s < 2; s++)
 				if (sut_command(&am->side[s], &store[n][2 * s], &store[n][2 * s + 1], E, &suite->sut, s,
-				                E->model_paths[m]) < 0)
+				                m) < 0)
 					goto cleanup;
 			/* The reference is harness: it comes from the base side, like the suite. */
 			if (sut_command(&am->reference, &store[n][4], &store[n][5], E, &sm->refs[r].sut, AB_SIDE_BASE,
-			                E->model_paths[m]) < 0)
+			                m) < 0)
 				goto cleanup;
 			n++;
 		}
@@ -344,19 +396,8 @@ static int accuracy(struct eval *E)
 		error = 0;
 		goto cleanup;
 	}
-	if (suite->accuracy.corpus) {
-		struct ab_subst vars[] = { { "state", E->state_dir }, { "src", E->src[AB_SIDE_BASE] } };
-		if (ab_build_subst(&corpus, suite->accuracy.corpus, vars, 2) < 0)
-			goto cleanup;
-		if (corpus[0] != '/') {
-			char *abs = malloc(strlen(E->src[AB_SIDE_BASE]) + strlen(corpus) + 2);
-			if (abs == NULL)
-				goto cleanup;
-			sprintf(abs, "%s/%s", E->src[AB_SIDE_BASE], corpus);
-			free(corpus);
-			corpus = abs;
-		}
-	}
+	if (suite->accuracy.corpus && harness_file(&corpus, E, suite->accuracy.corpus) < 0)
+		goto cleanup;
 	struct ab_accuracy_config cfg = {
 		.suite = suite, .models = models, .n_models = n, .seed = E->seed, .corpus_path = corpus,
 		.store = E->store, .log_dir = log_dir, .quiet = E->o->quiet,
@@ -395,13 +436,50 @@ static json_t *environment(struct eval *E)
 	return env;
 }
 
+static json_t *spec_exact_json(const struct ab_spec_exact *e)
+{
+	json_t *o = json_pack("{s:i, s:i, s:i}", "compared", e->compared, "identical", e->identical,
+		"stats_faults", e->stats_faults);
+	if (o && e->first_diff >= 0)
+		json_object_set_new(o, "first_diff", json_pack("{s:i, s:i, s:i}", "token", e->first_diff,
+			"ctx", e->diff_ctx, "pair", e->diff_pair));
+	if (o && e->stats_faults > 0)
+		json_object_set_new(o, "stats_example", json_string(e->stats_example));
+	return o;
+}
+
+/* The result's "spec" object: per model with a draft, the SUT's spec kind and block, and each side's
+ * exactness record (speculative vs plain answers of the same process). NULL when spec was not
+ * measured. */
+static json_t *spec_json(const struct eval *E)
+{
+	if (E->suite == NULL || E->suite->spec.count == 0)
+		return NULL;
+	json_t *models = json_object();
+	for (int m = 0; models && m < E->suite->model_count; m++) {
+		if (!E->suite->models[m].has_draft)
+			continue;
+		json_t *o = json_pack("{s:s, s:o, s:o, s:o}", "kind", E->measure.spec_kind[m],
+			"block_size", E->measure.spec_block[m] > 0 ? json_integer(E->measure.spec_block[m]) : json_null(),
+			"base", spec_exact_json(&E->measure.spec_exact[m][AB_SIDE_BASE]),
+			"head", spec_exact_json(&E->measure.spec_exact[m][AB_SIDE_HEAD]));
+		if (o)
+			json_object_set_new(models, E->suite->models[m].name, o);
+	}
+	json_t *contexts = json_array();
+	for (int i = 0; contexts && i < E->suite->spec.count; i++)
+		json_array_append_new(contexts, json_integer(E->suite->spec.contexts[i]));
+	return json_pack("{s:o, s:i, s:o}", "contexts", contexts ? contexts : json_null(), "gen_tokens",
+		E->suite->spec.gen_tokens, "models", models ? models : json_null());
+}
+
 /* Verdict, result document, store. Returns the evaluation status. */
 static int conclude(json_t **out_result, struct eval *E)
 {
 	const char **changed = NULL, **watched = NULL, *touched[64];
 	size_t n_changed = E->n_changes, n_watched = 0, n_touched = 0;
 	struct ab_verdict verdict;
-	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + AB_SUITE_MODELS_MAX];
+	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + 2 * AB_SUITE_MODELS_MAX];
 	size_t n_gates = 0;
 	json_t *env = NULL, *doc = NULL;
 	char created[32], detail[2][320];
@@ -435,6 +513,12 @@ static int conclude(json_t **out_result, struct eval *E)
 		gates[n_gates++] = E->accuracy.gates[i];
 	for (size_t i = 0; i < E->n_greedy; i++)
 		gates[n_gates++] = E->greedy[i];
+	for (size_t i = 0; i < E->n_spec_exact; i++)
+		gates[n_gates++] = E->spec_exact[i];
+	const char *spec_kind = NULL;
+	for (int m = 0; E->suite && m < E->suite->model_count && !spec_kind; m++)
+		if (E->measure.spec_kind[m][0])
+			spec_kind = E->measure.spec_kind[m];
 
 	struct ab_verdict_input vin = {
 		.base_build = E->build_status[0],
@@ -445,6 +529,7 @@ static int conclude(json_t **out_result, struct eval *E)
 		.speed = E->speed,
 		.gates = gates,
 		.n_gates = n_gates,
+		.spec_kind = spec_kind,
 		.harness_touched = touched,
 		.n_harness_touched = n_touched,
 	};
@@ -493,6 +578,9 @@ static int conclude(json_t **out_result, struct eval *E)
 	json_object_set_new(doc, "id", json_integer(E->id));
 	if (E->accuracy.json)
 		json_object_set(doc, "accuracy", E->accuracy.json);
+	json_t *spec = spec_json(E);
+	if (spec)
+		json_object_set_new(doc, "spec", spec);
 
 	switch (verdict.kind) {
 	case AB_VERDICT_REJECT: status = AB_EVAL_REJECT; break;
@@ -537,8 +625,10 @@ static void eval_free(struct eval *E)
 		free(E->src[s]);
 		ab_build_result_clear(&E->build[s]);
 	}
-	if (E->suite)
+	if (E->suite) {
 		ab_models_free(E->model_paths, E->suite->model_count);
+		ab_models_free(E->draft_paths, E->suite->model_count);
+	}
 	ab_speed_result_free(E->speed);
 	ab_samples_free(&E->samples);
 	ab_measure_report_clear(&E->measure);
@@ -608,7 +698,7 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 		.src_dir = E.src[0], .jobs = E.jobs, .timeout_s = E.suite->build_timeout_s,
 		.store = E.store, .quiet = opts->quiet,
 	};
-	if ((rc = ab_models_prepare(&E.model_paths, &E.timing.models_s, &mrq)) < 0) {
+	if ((rc = ab_models_prepare(&E.model_paths, &E.draft_paths, &E.timing.models_s, &mrq)) < 0) {
 		if (rc == AB_EINVALID) {
 			status = AB_EVAL_USAGE;
 			ab_store_eval_finish(E.store, E.id, AB_STORE_ERROR, NULL, ab_error_last(), status, NULL);
@@ -624,8 +714,8 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 		goto cancel;
 	if (rc < 0)
 		snprintf(E.infra, sizeof(E.infra), "measurement: %s", ab_error_last());
-	if (rc == 0 && E.suite->accuracy.greedy_check)
-		greedy_agreement(&E);
+	if (rc == 0)
+		measure_gates(&E);
 	if (rc == 0 && E.suite->accuracy.enabled && !E.measure.stopped_early) {
 		rc = accuracy(&E);
 		if (rc == AB_ECANCELED)

@@ -7,6 +7,7 @@
 #include "measure.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,11 @@
 #define WARMUP_TOKENS 4
 #define CONSECUTIVE_FAILS_STOP 3    /* a side failing this many processes in a row stops the loop */
 #define SLOTS_MAX AB_SUITE_CONTEXTS_MAX   /* distinct contexts one process measures */
+#define SPEC_METRICS 3                    /* spec_decode_tps, tau, spec_speedup per spec context */
+#define PROCESS_SAMPLES_MAX (2 * SLOTS_MAX + SPEC_METRICS * SLOTS_MAX)
+#define TAU_TOLERANCE 0.01                /* engine accept_mean vs the harness's tau */
+
+static const char *const spec_metrics[SPEC_METRICS] = { "spec_decode_tps", "tau", "spec_speedup" };
 
 int ab_samples_push(struct ab_samples *samples, const struct ab_sample *sample)
 {
@@ -72,10 +78,13 @@ struct loop {
 	struct slot *slots;
 	int n_slots;
 	int max_ctx;
+	int spec_ctx[SLOTS_MAX];      /* spec contexts, ascending (measured for models with a draft) */
+	int n_spec;
 	uint32_t *prompt;             /* max_ctx ids */
 	int consecutive_fails[2];
 	char last_fault[2][192];      /* the latest fault of each side, for the stop reason */
 	int retry_budget;
+	int fatal;                    /* a configuration problem stopped the loop: no retry helps */
 	struct answer answers[2][SLOTS_MAX]; /* [side][slot]: the current model's latest process */
 };
 
@@ -123,33 +132,52 @@ static int slots_make(struct loop *L)
 			L->max_ctx = all[i];
 	}
 	free(all);
+	const struct ab_suite_spec *spec = &L->cfg->suite->spec;
+	for (int i = 0; i < spec->count && L->n_spec < SLOTS_MAX; i++) {
+		int c = spec->contexts[i], k = L->n_spec++;
+		while (k > 0 && L->spec_ctx[k - 1] > c) {     /* insertion: a handful of contexts */
+			L->spec_ctx[k] = L->spec_ctx[k - 1];
+			k--;
+		}
+		L->spec_ctx[k] = c;
+		if (c > L->max_ctx)
+			L->max_ctx = c;
+	}
 	L->prompt = malloc((size_t)(L->max_ctx > 0 ? L->max_ctx : 1) * sizeof(uint32_t));
 	return L->prompt ? 0 : ab_error_set("measure: out of memory for a %d-token prompt", L->max_ctx);
 }
 
-/* The samples one process yields, all failed with `reason` until measured. Returns the count. */
+/* One sample, failed with `reason` until measured. */
+static void sample_init(struct ab_sample *s, const struct loop *L, int side, int model, int pair, int order,
+	int batch, const char *metric, int ctx, const char *reason)
+{
+	memset(s, 0, sizeof(*s));
+	s->side = side;
+	s->pair = pair;
+	s->order = order;
+	s->batch = batch;
+	snprintf(s->model, sizeof(s->model), "%s", L->cfg->suite->models[model].name);
+	snprintf(s->metric, sizeof(s->metric), "%s", metric);
+	s->ctx = ctx;
+	s->value = NAN;
+	snprintf(s->reason, sizeof(s->reason), "%s", reason);
+}
+
+/* The samples one process yields, in request order, all failed with `reason` until measured.
+ * Returns the count (at most PROCESS_SAMPLES_MAX). */
 static size_t process_samples_init(struct ab_sample *out, const struct loop *L, int side, int model,
 	int pair, int order, int batch, const char *reason)
 {
 	size_t n = 0;
 	for (int i = 0; i < L->n_slots; i++) {
-		for (int k = 0; k < 2; k++) {
-			int want = k == 0 ? L->slots[i].decode : L->slots[i].prefill;
-			if (!want)
-				continue;
-			struct ab_sample *s = &out[n++];
-			memset(s, 0, sizeof(*s));
-			s->side = side;
-			s->pair = pair;
-			s->order = order;
-			s->batch = batch;
-			snprintf(s->model, sizeof(s->model), "%s", L->cfg->suite->models[model].name);
-			snprintf(s->metric, sizeof(s->metric), "%s", k == 0 ? "decode_tps" : "prefill_tps");
-			s->ctx = L->slots[i].ctx;
-			s->value = NAN;
-			snprintf(s->reason, sizeof(s->reason), "%s", reason);
-		}
+		if (L->slots[i].decode)
+			sample_init(&out[n++], L, side, model, pair, order, batch, "decode_tps", L->slots[i].ctx, reason);
+		if (L->slots[i].prefill)
+			sample_init(&out[n++], L, side, model, pair, order, batch, "prefill_tps", L->slots[i].ctx, reason);
 	}
+	for (int i = 0; L->cfg->suite->models[model].has_draft && i < L->n_spec; i++)
+		for (int k = 0; k < SPEC_METRICS; k++)
+			sample_init(&out[n++], L, side, model, pair, order, batch, spec_metrics[k], L->spec_ctx[i], reason);
 	return n;
 }
 
@@ -193,6 +221,153 @@ static void agreement_add(struct loop *L, int model, int pair)
 	}
 	answers_clear(L, AB_SIDE_BASE);
 	answers_clear(L, AB_SIDE_HEAD);
+}
+
+/* Stops the whole loop for a reason re-running cannot change (a configuration problem). */
+static void loop_fatal(struct loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void loop_fatal(struct loop *L, const char *fmt, ...)
+{
+	if (L->report->stopped_early)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(L->report->stop_reason, sizeof(L->report->stop_reason), fmt, ap);
+	va_end(ap);
+	L->report->stopped_early = 1;
+	L->fatal = 1;
+}
+
+/* The prompt of one spec request into L->prompt: cut from spec.prompts when the suite names a
+ * corpus, else seeded random ids; keyed by (seed, model, ctx, pair) either way, so base and head of a
+ * pair get the same one. A corpus that cannot serve it stops the loop. */
+static int spec_prompt(struct loop *L, const char *model, int ctx, int pair, uint32_t vocab)
+{
+	char key[96];
+	snprintf(key, sizeof(key), "%s/spec", model);
+	if (L->cfg->spec_corpus == NULL)
+		return ab_schedule_prompt(L->prompt, L->cfg->seed, key, ctx, pair, vocab);
+	struct ab_schedule_windows *w = NULL;
+	snprintf(key, sizeof(key), "%s/spec/%d", model, pair);
+	if (ab_schedule_windows_make(&w, L->cfg->seed, key, 1, ctx, L->cfg->spec_corpus, vocab) < 0) {
+		loop_fatal(L, "spec.prompts %s: %.180s", L->cfg->spec_corpus, ab_error_last());
+		return -1;
+	}
+	memcpy(L->prompt, w->tokens, (size_t)ctx * sizeof(uint32_t));
+	ab_schedule_windows_free(w);
+	return 0;
+}
+
+/* The exactness record of one (plain, speculative) answer pair. */
+static void spec_exact_add(struct ab_spec_exact *e, const struct ab_sut_gen *plain,
+	const struct ab_sut_gen *spec, int ctx, int pair)
+{
+	int n = plain->n_tokens < spec->n_tokens ? plain->n_tokens : spec->n_tokens, k = 0;
+	while (k < n && plain->tokens[k] == spec->tokens[k])
+		k++;
+	e->compared++;
+	if (k == n && plain->n_tokens == spec->n_tokens) {
+		e->identical++;
+	} else if (e->first_diff < 0 || k < e->first_diff) {
+		e->first_diff = k;
+		e->diff_ctx = ctx;
+		e->diff_pair = pair;
+	}
+}
+
+/* Fills the three spec samples of one context from a plain and a speculative answer. A speculative
+ * answer whose stats are missing, malformed, or whose accept_mean disagrees with the harness's tau
+ * by more than TAU_TOLERANCE fails all three (a protocol fault of that sample, not of the process). */
+static void spec_samples_fill(struct ab_sample *out, struct ab_spec_exact *e,
+	const struct ab_sut_gen *plain, const struct ab_sut_gen *spec)
+{
+	struct ab_sut_spec_stats st;
+	char why[192] = "";
+	double tau = NAN;
+	if (ab_sut_parse_spec_stats(&st, spec->stats, spec->n_tokens) < 0) {
+		snprintf(why, sizeof(why), "protocol: spec stats: %.160s", ab_error_last());
+	} else {
+		tau = (double)(spec->n_tokens - 1) / st.target_steps;
+		if (fabs(st.accept_mean / tau - 1.0) > TAU_TOLERANCE)
+			snprintf(why, sizeof(why), "protocol: the engine's accept_mean %.4g disagrees with the "
+				"harness's tau %.4g (%d tokens in %d target steps)", st.accept_mean, tau,
+				spec->n_tokens, st.target_steps);
+	}
+	double values[SPEC_METRICS] = { spec->decode_tps, tau, spec->decode_tps / plain->decode_tps };
+	for (int k = 0; k < SPEC_METRICS; k++) {
+		out[k].t_start_ns = spec->t_write_ns;
+		out[k].t_end_ns = spec->t_done_ns;
+		if (why[0]) {
+			snprintf(out[k].reason, sizeof(out[k].reason), "%s", why);
+		} else if (isfinite(values[k]) && values[k] > 0) {
+			out[k].ok = 1;
+			out[k].value = values[k];
+			out[k].reason[0] = '\0';
+		} else {
+			snprintf(out[k].reason, sizeof(out[k].reason), "protocol: %s of %g is not a positive value",
+				out[k].metric, values[k]);
+		}
+	}
+	if (why[0]) {
+		if (e->stats_faults++ == 0)
+			snprintf(e->stats_example, sizeof(e->stats_example), "%.150s", why + strlen("protocol: "));
+	}
+}
+
+/*
+ * The spec part of one process: a discarded speculative warm-up, then for each spec context the same
+ * prompt plain and speculatively (plain first in even pairs at even context indices, alternating).
+ * v points at the first spec sample. Returns 0, or -1 with *fault set (the caller fails the rest).
+ */
+static int spec_run(struct loop *L, struct ab_sample *v, size_t *done, ab_sut *sut, int side, int model,
+	int pair, uint32_t vocab, struct ab_sut_fault *fault)
+{
+	const struct ab_suite_spec *spec = &L->cfg->suite->spec;
+	const char *model_name = L->cfg->suite->models[model].name;
+	struct ab_spec_exact *e = &L->report->spec_exact[model][side];
+	struct ab_sut_gen gen[2] = { { 0 }, { 0 } };   /* [0] plain, [1] speculative */
+	int error = -1;
+
+	if (!ab_sut_spec(sut)->present) {
+		fault->kind = AB_SUT_PROTOCOL;
+		snprintf(fault->reason, sizeof(fault->reason), "model %s: the SUT's ready line has no \"spec\": it "
+			"was started without a draft, so speculative decoding cannot be measured", model_name);
+		loop_fatal(L, "%s SUT: %s", side_name(side), fault->reason);
+		return -1;
+	}
+	if (L->report->spec_kind[model][0] == '\0') {
+		snprintf(L->report->spec_kind[model], sizeof(L->report->spec_kind[model]), "%s", ab_sut_spec(sut)->kind);
+		L->report->spec_block[model] = ab_sut_spec(sut)->block_size;
+	}
+	if (spec_prompt(L, model_name, L->spec_ctx[0], -1, vocab) < 0)
+		goto prompt_failed;
+	if (ab_sut_generate(&gen[1], fault, sut, (const int32_t *)L->prompt, L->spec_ctx[0], WARMUP_TOKENS, 1) < 0)
+		goto cleanup;
+	ab_sut_gen_clear(&gen[1]);
+	for (int i = 0; i < L->n_spec; i++) {
+		int ctx = L->spec_ctx[i], first = (pair + i) % 2;   /* 0: plain first */
+		if (spec_prompt(L, model_name, ctx, pair, vocab) < 0)
+			goto prompt_failed;
+		for (int k = 0; k < 2; k++) {
+			int speculative = k == 0 ? first : 1 - first;
+			if (ab_sut_generate(&gen[speculative], fault, sut, (const int32_t *)L->prompt, ctx, spec->gen_tokens,
+				speculative) < 0)
+				goto cleanup;
+		}
+		spec_exact_add(e, &gen[0], &gen[1], ctx, pair);
+		spec_samples_fill(&v[*done], e, &gen[0], &gen[1]);
+		*done += SPEC_METRICS;
+		ab_sut_gen_clear(&gen[0]);
+		ab_sut_gen_clear(&gen[1]);
+	}
+	error = 0;
+	goto cleanup;
+prompt_failed:
+	fault->kind = AB_SUT_PROTOCOL;
+	snprintf(fault->reason, sizeof(fault->reason), "%.250s", L->report->stop_reason);
+cleanup:
+	ab_sut_gen_clear(&gen[0]);
+	ab_sut_gen_clear(&gen[1]);
+	return error;
 }
 
 /*
@@ -275,6 +450,9 @@ static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, 
 		}
 		ab_sut_gen_clear(&gen);
 	}
+	if (suite->models[model].has_draft && L->n_spec > 0 &&
+	    spec_run(L, v, &done, sut, side, model, pair, vocab, fault) < 0)
+		goto cleanup;
 	faulted = 0;
 
 cleanup:
@@ -296,12 +474,12 @@ cleanup:
 /* One side of one pair for one model, with one retry on a fault. Appends and stores the samples. */
 static int side_run(struct loop *L, int side, int model, int pair, int order, int batch)
 {
-	struct ab_sample v[2 * SLOTS_MAX];
+	struct ab_sample v[PROCESS_SAMPLES_MAX];
 	struct ab_sut_fault fault;
 	size_t n = process_samples_init(v, L, side, model, pair, order, batch, "not measured");
 	int faulted = process_run(L, v, n, side, model, pair, &fault);
 
-	if (faulted && L->retry_budget > 0) {
+	if (faulted && L->retry_budget > 0 && !L->fatal) {
 		struct ab_measure_report *r = L->report;
 		if (r->retries < 4)
 			snprintf(r->retry_reasons[r->retries], sizeof(r->retry_reasons[0]), "%s pair %d: %s: %.150s",
@@ -334,11 +512,13 @@ static int pair_run(struct loop *L, int pair, int batch)
 {
 	int first = ab_schedule_first_side(L->cfg->seed, pair);
 	for (int model = 0; model < L->cfg->suite->model_count; model++) {
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 2 && !L->fatal; k++) {
 			int side = k == 0 ? first : 1 - first;
 			if (side_run(L, side, model, pair, k, batch) < 0)
 				return -1;
 		}
+		if (L->fatal)
+			return 0;
 		agreement_add(L, model, pair);
 	}
 	return 0;
@@ -366,8 +546,10 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 	int64_t t0 = ab_proc_now_ns();
 
 	memset(report, 0, sizeof(*report));
-	for (int m = 0; m < AB_SUITE_MODELS_MAX; m++)
+	for (int m = 0; m < AB_SUITE_MODELS_MAX; m++) {
 		report->agreement[m].first_diff = -1;
+		report->spec_exact[m][0].first_diff = report->spec_exact[m][1].first_diff = -1;
+	}
 	L.cfg = cfg;
 	L.samples = samples;
 	L.report = report;
@@ -384,6 +566,8 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 	for (int i = 0; i < L.n_slots; i++)
 		n_gating += (size_t)(L.slots[i].decode + L.slots[i].prefill);
 	n_gating *= (size_t)cfg->suite->model_count;
+	for (int m = 0; m < cfg->suite->model_count; m++)      /* spec_decode_tps and tau gate too */
+		n_gating += cfg->suite->models[m].has_draft ? 2 * (size_t)L.n_spec : 0;
 	if (ab_speed_pairs_needed(&target_pairs, &last_pairs, cfg->policy, n_gating) < 0)
 		goto cleanup;
 	/* One retry for roughly every eighth process: enough for flaky boxes, not enough to hide a
@@ -406,7 +590,8 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 			pairs_in_batch[target_batch]++;
 			progress(&L, target_batch, pairs_in_batch[target_batch], target_pairs, t0, t_batch0);
 			for (int side = 0; side < 2; side++) {
-				if (L.consecutive_fails[side] >= CONSECUTIVE_FAILS_STOP * cfg->suite->model_count) {
+				if (!report->stopped_early &&
+				    L.consecutive_fails[side] >= CONSECUTIVE_FAILS_STOP * cfg->suite->model_count) {
 					report->stopped_early = 1;
 					snprintf(report->stop_reason, sizeof(report->stop_reason),
 						"the %s SUT failed %d processes in a row (last: %.150s)",

@@ -1,7 +1,11 @@
 /*
  * measure.h - the interleaved A/B measurement loop: pairs of fresh SUT processes (base and head in
  * the balanced random order of schedule.h), one discarded warm-up request per process, then one
- * timed `generate` per context, every value a struct ab_sample. Adaptive: guards/speed.h says
+ * timed `generate` per context, every value a struct ab_sample. For a model with a draft, each spec
+ * context is answered twice by the same process, plain and speculative (the order alternating
+ * between pairs): samples spec_decode_tps (harness clock), tau ((n - 1) / target_steps, checked
+ * against the engine's accept_mean) and spec_speedup (spec / plain decode tok/s), and the
+ * exactness record (speculative tokens must equal the plain ones). Adaptive: guards/speed.h says
  * after each look whether a decision is still open and how many pairs (or which confirmation
  * batch) to measure next. A SUT that crashes, hangs or prints garbage becomes failed samples with
  * their reason (after one automatic retry of that process), never an abgate failure.
@@ -14,6 +18,7 @@
 #include <jansson.h>
 
 #include "sample.h"
+#include "spec.h"
 #include "speed.h"
 #include "store.h"
 #include "suite.h"
@@ -41,6 +46,7 @@ struct ab_measure_config {
 	uint64_t seed;
 	const struct ab_speed_policy *policy;    /* pairs, looks, confirmation */
 	const char *log_dir;                     /* SUT stderr goes to <log_dir>/<side>-<model>.log */
+	const char *spec_corpus;                 /* spec.prompts, substituted; NULL: random ids */
 	ab_store *store;                         /* samples are stored as they come; may be NULL */
 	int64_t eval_id;
 	int quiet;                               /* no progress lines */
@@ -61,6 +67,9 @@ struct ab_measure_agreement {
 struct ab_measure_report {
 	uint32_t vocab[AB_SUITE_MODELS_MAX]; /* per suite model: vocab_size of its first ready line, or 0 */
 	struct ab_measure_agreement agreement[AB_SUITE_MODELS_MAX]; /* per suite model */
+	struct ab_spec_exact spec_exact[AB_SUITE_MODELS_MAX][2]; /* per suite model, per side (guards/spec.h) */
+	char spec_kind[AB_SUITE_MODELS_MAX][32];  /* ready line's spec.kind of the model's SUT, "" if none */
+	int spec_block[AB_SUITE_MODELS_MAX];      /* its spec.block_size, 0 when not said */
 	json_t *ready[2];          /* the first ready line of each side (owned; json_decref), or NULL */
 	int processes;             /* SUT processes started */
 	int retries;               /* processes re-run after a fault */

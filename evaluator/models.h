@@ -1,6 +1,6 @@
 /*
  * models.h - making the suite's model files exist before anything is measured: each model's `path`
- * (placeholders substituted) is used as is when present; otherwise its `generate` command runs once,
+ * (placeholders substituted), and its draft's, is used as is when present; otherwise its `generate` command runs once,
  * into a temporary name that is renamed into place only on success, and later evaluations reuse the
  * file. A model with a sha256 is verified (the verification is cached by path, size and mtime).
  */
@@ -23,12 +23,14 @@ struct ab_models_request {
 };
 
 /*
- * Prepares every model. On success *out_paths is an array of suite->model_count absolute paths
- * (caller frees with ab_models_free). Returns AB_EINVALID for configuration problems (a missing
+ * Prepares every model and every model's draft. On success *out_paths is an array of
+ * suite->model_count absolute paths and *out_draft_paths one of the same length holding each
+ * model's draft path, NULL for a model without a draft (caller frees both with ab_models_free). Returns AB_EINVALID for configuration problems (a missing
  * model without a generate command, a sha256 mismatch) and AB_ERROR when a generator failed (the
  * message carries the log tail); the caller decides which is infra.
  */
-int ab_models_prepare(char ***out_paths, double *out_seconds, const struct ab_models_request *request);
+int ab_models_prepare(char ***out_paths, char ***out_draft_paths, double *out_seconds,
+	const struct ab_models_request *request);
 void ab_models_free(char **paths, int count);
 
 /* SHA-256 of a file as 64 lowercase hex digits (OpenSSL EVP, streamed). */

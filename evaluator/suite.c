@@ -21,158 +21,15 @@
 
 #include "error.h"
 #include "jread.h"
+#include "suite_json.h"
+#include "suite_values.h"
 
-#define STRING_MAX 4096      /* longest string value accepted */
-#define ARGV_MAX 256         /* most arguments in one command */
 #define LIST_MAX 256         /* most env vars, harness paths */
-#define CONTEXTS_MAX 64
-#define CONTEXT_LIMIT (1 << 24)
 
 static const char *const default_harness_paths[] = { "guards/", "evaluator/", "tools/", "ci/" };
 static const struct ab_suite_tier default_tiers[AB_SUITE_TIER_COUNT] = {
 	{ "XS", 0.02 }, { "S", 0.035 }, { "M", 0.06 }, { "L", 0.10 }, { "XL", 0.18 }
 };
-static const char *const known_placeholders[] = { "src", "build", "jobs", "state", "model" };
-
-/* --- suite values: strings, names, commands, contexts ---------------------------------------- */
-
-/* Checks a string value at the current path: non-empty, bounded, no NUL, known placeholders. */
-static int check_string(struct ab_jread *p, const json_t *v)
-{
-	const char *s, *c;
-	size_t len;
-
-	if (!json_is_string(v))
-		return ab_jread_fail_type(p, "a string", v);
-	s = json_string_value(v);
-	len = json_string_length(v);
-	if (len == 0)
-		return ab_jread_fail(p, "expected a non-empty string");
-	if (len > STRING_MAX)
-		return ab_jread_fail(p, "string longer than %d bytes", STRING_MAX);
-	if (strlen(s) != len)
-		return ab_jread_fail(p, "string contains a NUL character");
-	/* {name} in lower case is a placeholder; ${NAME} and anything else with braces is left alone. */
-	for (c = strchr(s, '{'); c; c = strchr(c + 1, '{')) {
-		size_t n = strspn(c + 1, "abcdefghijklmnopqrstuvwxyz_"), i;
-		if (n == 0 || c[1 + n] != '}' || (c > s && c[-1] == '$'))
-			continue;
-		for (i = 0; i < sizeof(known_placeholders) / sizeof(*known_placeholders); i++)
-			if (strlen(known_placeholders[i]) == n && strncmp(known_placeholders[i], c + 1, n) == 0)
-				break;
-		if (i == sizeof(known_placeholders) / sizeof(*known_placeholders))
-			return ab_jread_fail(p, "unknown placeholder {%.*s} (known: {src} {build} {jobs} {state} {model})",
-				    (int)n, c + 1);
-	}
-	return 0;
-}
-
-static int get_string(char **out, struct ab_jread *p, const json_t *obj, const char *key, int required)
-{
-	json_t *v = ab_jread_optional(obj, key);
-	size_t old;
-	char *copy;
-
-	if (!v && !required) {
-		*out = NULL;
-		return 0;
-	}
-	if (ab_jread_required(&v, p, obj, key) < 0)
-		return AB_EINVALID;
-	old = ab_jread_push_key(p, key);
-	if (check_string(p, v) < 0)
-		return AB_EINVALID;
-	ab_jread_pop(p, old);
-	if (!(copy = strdup(json_string_value(v))))
-		return ab_jread_oom(p);
-	*out = copy;
-	return 0;
-}
-
-static int valid_name(const char *s)
-{
-	size_t len = strlen(s);
-	return len >= 1 && len < AB_SUITE_NAME_MAX &&
-	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == len;
-}
-
-static int get_name(char out[AB_SUITE_NAME_MAX], struct ab_jread *p, const json_t *obj, const char *key)
-{
-	json_t *v = NULL;
-	size_t old;
-
-	if (ab_jread_required(&v, p, obj, key) < 0)
-		return AB_EINVALID;
-	old = ab_jread_push_key(p, key);
-	if (!json_is_string(v) || !valid_name(json_string_value(v)) || strlen(json_string_value(v)) != json_string_length(v))
-		return ab_jread_fail_type(p, "a name of 1-63 characters from [A-Za-z0-9._-]", v);
-	ab_jread_pop(p, old);
-	memcpy(out, json_string_value(v), json_string_length(v) + 1);
-	return 0;
-}
-
-static int get_argv(struct ab_suite_argv *out, struct ab_jread *p, const json_t *obj, const char *key,
-	int required)
-{
-	json_t *v = ab_jread_optional(obj, key), *item;
-	size_t old, i, n;
-
-	if (!v && !required)
-		return 0;
-	if (ab_jread_required(&v, p, obj, key) < 0)
-		return AB_EINVALID;
-	old = ab_jread_push_key(p, key);
-	n = json_array_size(v);
-	if (!json_is_array(v) || n == 0)
-		return ab_jread_fail_type(p, "a non-empty array of strings (a command and its arguments)", v);
-	if (n > ARGV_MAX)
-		return ab_jread_fail(p, "more than %d arguments", ARGV_MAX);
-	if (!(out->argv = calloc(n + 1, sizeof(char *))))
-		return ab_jread_oom(p);
-	json_array_foreach(v, i, item) {
-		size_t old_index = ab_jread_push_index(p, i);
-		if (check_string(p, item) < 0)
-			return AB_EINVALID;
-		if (!(out->argv[i] = strdup(json_string_value(item))))
-			return ab_jread_oom(p);
-		out->argc = (int)i + 1;
-		ab_jread_pop(p, old_index);
-	}
-	ab_jread_pop(p, old);
-	return 0;
-}
-
-static int get_contexts(int **out, int *out_count, struct ab_jread *p, const json_t *obj)
-{
-	json_t *v = ab_jread_optional(obj, "contexts"), *item;
-	size_t old, old_list, i, j, n;
-
-	if (!v)
-		return 0;
-	old = ab_jread_push_key(p, "contexts");
-	old_list = p->path_len;
-	n = json_array_size(v);
-	if (!json_is_array(v))
-		return ab_jread_fail_type(p, "an array of positive integers", v);
-	if (n > CONTEXTS_MAX)
-		return ab_jread_fail(p, "more than %d contexts", CONTEXTS_MAX);
-	if (n && !(*out = calloc(n, sizeof(int))))
-		return ab_jread_oom(p);
-	json_array_foreach(v, i, item) {
-		json_int_t x = json_is_integer(item) ? json_integer_value(item) : 0;
-		ab_jread_push_index(p, i);
-		if (!json_is_integer(item) || x < 1 || x > CONTEXT_LIMIT)
-			return ab_jread_fail_type(p, "a positive integer (at most 16777216)", item);
-		for (j = 0; j < i; j++)
-			if ((*out)[j] == (int)x)
-				return ab_jread_fail(p, "context %d is listed twice", (int)x);
-		(*out)[i] = (int)x;
-		*out_count = (int)i + 1;
-		ab_jread_pop(p, old_list);
-	}
-	ab_jread_pop(p, old);
-	return 0;
-}
 
 /* --- sections ------------------------------------------------------------------------------------ */
 
@@ -199,7 +56,7 @@ static int parse_env(struct ab_suite_sut *sut, struct ab_jread *p, const json_t 
 			return ab_jread_fail(p, "not a valid environment variable name");
 		if (json_is_string(value) && json_string_length(value) == 0)
 			var->value = strdup("");   /* an empty value is a legitimate setting */
-		else if (check_string(p, value) < 0)
+		else if (ab_suite_check_string(p, value) < 0)
 			return AB_EINVALID;
 		else
 			var->value = strdup(json_string_value(value));
@@ -221,7 +78,7 @@ static int parse_sut(struct ab_suite_sut *sut, struct ab_jread *p, const json_t 
 	static const char *const keys[] = { "command", "env", "ready_timeout_s", "request_timeout_s", NULL };
 
 	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
-	    get_argv(&sut->command, p, v, "command", 1) < 0 ||
+	    ab_suite_get_argv(&sut->command, p, v, "command", 1) < 0 ||
 	    parse_env(sut, p, v) < 0 ||
 	    ab_jread_int(&sut->ready_timeout_s, p, v, "ready_timeout_s", 120, 1, INT_MAX) < 0 ||
 	    ab_jread_int(&sut->request_timeout_s, p, v, "request_timeout_s", 300, 1, INT_MAX) < 0)
@@ -239,8 +96,8 @@ static int parse_build(struct ab_suite *suite, struct ab_jread *p, const json_t 
 		return AB_EINVALID;
 	old = ab_jread_push_key(p, "build");
 	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
-	    get_argv(&suite->configure, p, v, "configure", 0) < 0 ||
-	    get_argv(&suite->build, p, v, "build", 1) < 0 ||
+	    ab_suite_get_argv(&suite->configure, p, v, "configure", 0) < 0 ||
+	    ab_suite_get_argv(&suite->build, p, v, "build", 1) < 0 ||
 	    ab_jread_int(&suite->build_timeout_s, p, v, "timeout_s", 1800, 1, INT_MAX) < 0)
 		return AB_EINVALID;
 	ab_jread_pop(p, old);
@@ -249,21 +106,26 @@ static int parse_build(struct ab_suite *suite, struct ab_jread *p, const json_t 
 
 static int parse_model(struct ab_suite_model *model, struct ab_jread *p, const json_t *v)
 {
-	static const char *const keys[] = { "name", "path", "generate", "sha256", "reference", "references", NULL };
-	json_t *sha, *ref, *refs;
+	static const char *const keys[] = { "name", "path", "generate", "sha256", "reference", "references", "draft",
+					     NULL };
+	json_t *ref, *refs, *draft;
 
 	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
-	    get_name(model->name, p, v, "name") < 0 ||
-	    get_string(&model->path, p, v, "path", 1) < 0 ||
-	    get_argv(&model->generate, p, v, "generate", 0) < 0)
+	    ab_suite_get_name(model->name, p, v, "name") < 0 ||
+	    ab_suite_get_string(&model->path, p, v, "path", 1) < 0 ||
+	    ab_suite_get_argv(&model->generate, p, v, "generate", 0) < 0)
 		return AB_EINVALID;
-	if ((sha = ab_jread_optional(v, "sha256"))) {
-		size_t old = ab_jread_push_key(p, "sha256"), i;
-		const char *s = json_string_value(sha);
-		if (!json_is_string(sha) || json_string_length(sha) != 64 || strspn(s, "0123456789abcdefABCDEF") != 64)
-			return ab_jread_fail_type(p, "64 hexadecimal digits or null", sha);
-		for (i = 0; i < 64; i++)
-			model->sha256[i] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
+	if (ab_suite_get_sha256(model->sha256, p, v) < 0)
+		return AB_EINVALID;
+	if ((draft = ab_jread_optional(v, "draft"))) {
+		static const char *const draft_keys[] = { "path", "generate", "sha256", NULL };
+		size_t old = ab_jread_push_key(p, "draft");
+		if (ab_jread_object(p, draft) < 0 || ab_jread_keys(p, draft, draft_keys) < 0 ||
+		    ab_suite_get_string(&model->draft.path, p, draft, "path", 1) < 0 ||
+		    ab_suite_get_argv(&model->draft.generate, p, draft, "generate", 0) < 0 ||
+		    ab_suite_get_sha256(model->draft.sha256, p, draft) < 0)
+			return AB_EINVALID;
+		model->has_draft = 1;
 		ab_jread_pop(p, old);
 	}
 	ref = ab_jread_optional(v, "reference");
@@ -289,7 +151,7 @@ static int parse_model(struct ab_suite_model *model, struct ab_jread *p, const j
 		json_object_foreach(refs, key, sut) {
 			struct ab_suite_ref *r = &model->refs[model->ref_count];
 			size_t old_key = ab_jread_push_key(p, key);
-			if (!valid_name(key))
+			if (!ab_suite_valid_name(key))
 				return ab_jread_fail(p, "reference names must match [A-Za-z0-9._-]{1,63}");
 			snprintf(r->name, sizeof(r->name), "%s", key);
 			if (parse_sut(&r->sut, p, sut) < 0)
@@ -358,7 +220,7 @@ static int parse_speed(struct ab_suite_speed *speed, struct ab_jread *p, const j
 	if ((decode = ab_jread_optional(v, "decode"))) {
 		old_sub = ab_jread_push_key(p, "decode");
 		if (ab_jread_object(p, decode) < 0 || ab_jread_keys(p, decode, decode_keys) < 0 ||
-		    get_contexts(&speed->decode_contexts, &speed->decode_count, p, decode) < 0 ||
+		    ab_suite_get_contexts(&speed->decode_contexts, &speed->decode_count, p, decode) < 0 ||
 		    ab_jread_int(&speed->gen_tokens, p, decode, "gen_tokens", 128, 2, 1 << 20) < 0)
 			return AB_EINVALID;
 		ab_jread_pop(p, old_sub);
@@ -366,7 +228,7 @@ static int parse_speed(struct ab_suite_speed *speed, struct ab_jread *p, const j
 	if ((prefill = ab_jread_optional(v, "prefill"))) {
 		old_sub = ab_jread_push_key(p, "prefill");
 		if (ab_jread_object(p, prefill) < 0 || ab_jread_keys(p, prefill, prefill_keys) < 0 ||
-		    get_contexts(&speed->prefill_contexts, &speed->prefill_count, p, prefill) < 0)
+		    ab_suite_get_contexts(&speed->prefill_contexts, &speed->prefill_count, p, prefill) < 0)
 			return AB_EINVALID;
 		ab_jread_pop(p, old_sub);
 	}
@@ -432,7 +294,7 @@ static int parse_accuracy(struct ab_suite *suite, struct ab_jread *p, const json
 	    ab_jread_int(&acc->window_len, p, v, "window_len", 256, 2, 1 << 20) < 0 ||
 	    ab_jread_int(&acc->score_from, p, v, "score_from", acc->window_len / 2, 0, acc->window_len - 1) < 0 ||
 	    ab_jread_int(&acc->top_k, p, v, "top_k", 32, 1, 1024) < 0 ||
-	    get_string(&acc->corpus, p, v, "corpus", 0) < 0 ||
+	    ab_suite_get_string(&acc->corpus, p, v, "corpus", 0) < 0 ||
 	    ab_jread_number(&acc->top1_min, p, v, "top1_min", 0.90, 0, 1, "[]") < 0 ||
 	    ab_jread_number(&acc->kl_max, p, v, "kl_max", 0.20, 0, INFINITY, "[)") < 0 ||
 	    ab_jread_number(&acc->top1_drop_max, p, v, "top1_drop_max", 0.01, 0, 1, "[]") < 0 ||
@@ -448,30 +310,141 @@ static int parse_accuracy(struct ab_suite *suite, struct ab_jread *p, const json
 	return 0;
 }
 
-static int parse_tiers(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
+/* A {XS,S,M,L,XL} object at the current path into tiers (which holds the defaults on entry). */
+static int parse_tier_object(struct ab_suite_tier *tiers, struct ab_jread *p, const json_t *v)
 {
 	static const char *const keys[] = { "XS", "S", "M", "L", "XL", NULL };
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0)
+		return AB_EINVALID;
+	for (int i = 0; i < AB_SUITE_TIER_COUNT; i++) {
+		struct ab_suite_tier *t = &tiers[i];
+		if (ab_jread_number(&t->min_gain, p, v, t->name, t->min_gain, 0, 10, "()") < 0)
+			return AB_EINVALID;
+		if (i > 0 && t->min_gain <= tiers[i - 1].min_gain) {
+			ab_jread_push_key(p, t->name);
+			return ab_jread_fail(p, "tier thresholds must increase: %s %g is not above %s %g", t->name, t->min_gain,
+				    tiers[i - 1].name, tiers[i - 1].min_gain);
+		}
+	}
+	return 0;
+}
+
+static int parse_tiers(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
+{
 	json_t *v = ab_jread_optional(root, "tiers");
 	size_t old;
-	int i;
 
 	memcpy(suite->tiers, default_tiers, sizeof(default_tiers));
 	if (!v)
 		return 0;
 	old = ab_jread_push_key(p, "tiers");
-	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0)
+	if (parse_tier_object(suite->tiers, p, v) < 0)
 		return AB_EINVALID;
-	for (i = 0; i < AB_SUITE_TIER_COUNT; i++) {
-		struct ab_suite_tier *t = &suite->tiers[i];
-		if (ab_jread_number(&t->min_gain, p, v, t->name, t->min_gain, 0, 10, "()") < 0)
-			return AB_EINVALID;
-		if (i > 0 && t->min_gain <= suite->tiers[i - 1].min_gain) {
-			ab_jread_push_key(p, t->name);
-			return ab_jread_fail(p, "tier thresholds must increase: %s %g is not above %s %g", t->name, t->min_gain,
-				    suite->tiers[i - 1].name, suite->tiers[i - 1].min_gain);
-		}
-	}
 	ab_jread_pop(p, old);
+	return 0;
+}
+
+/* Distinct values over up to three context lists. */
+static int distinct_contexts(const int *a, int na, const int *b, int nb, const int *c, int nc)
+{
+	const int *lists[3] = { a, b, c };
+	int counts[3] = { na, nb, nc }, distinct = 0;
+	for (int l = 0; l < 3; l++)
+		for (int i = 0; i < counts[l]; i++) {
+			int seen = 0;
+			for (int m = 0; m <= l && !seen; m++)
+				for (int j = 0; j < (m == l ? i : counts[m]) && !seen; j++)
+					seen = lists[m][j] == lists[l][i];
+			distinct += !seen;
+		}
+	return distinct;
+}
+
+/* The spec section (after models and tiers: it checks for drafts and copies the tiers). */
+static int parse_spec(struct ab_suite *suite, struct ab_jread *p, const json_t *root)
+{
+	static const char *const keys[] = { "contexts", "gen_tokens", "prompts", "regression_ratio", "tau_floor_ratio",
+					     "tiers", NULL };
+	struct ab_suite_spec *spec = &suite->spec;
+	json_t *v = ab_jread_optional(root, "spec"), *tiers;
+	int any_draft = 0;
+
+	spec->gen_tokens = 128;
+	spec->regression_ratio = 0.98;
+	spec->tau_floor_ratio = 0.95;
+	memcpy(spec->tiers, suite->tiers, sizeof(spec->tiers));
+	if (!v)
+		return 0;
+	size_t old = ab_jread_push_key(p, "spec");
+	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
+	    ab_suite_get_contexts(&spec->contexts, &spec->count, p, v) < 0 ||
+	    ab_jread_int(&spec->gen_tokens, p, v, "gen_tokens", 128, 2, 1 << 20) < 0 ||
+	    ab_suite_get_string(&spec->prompts, p, v, "prompts", 0) < 0 ||
+	    ab_jread_number(&spec->regression_ratio, p, v, "regression_ratio", 0.98, 0, 1, "(]") < 0 ||
+	    ab_jread_number(&spec->tau_floor_ratio, p, v, "tau_floor_ratio", 0.95, 0, 1, "(]") < 0)
+		return AB_EINVALID;
+	if ((tiers = ab_jread_optional(v, "tiers"))) {
+		size_t old_sub = ab_jread_push_key(p, "tiers");
+		if (parse_tier_object(spec->tiers, p, tiers) < 0)
+			return AB_EINVALID;
+		spec->own_tiers = 1;
+		ab_jread_pop(p, old_sub);
+	}
+	for (int i = 0; i < suite->model_count; i++)
+		any_draft |= suite->models[i].has_draft;
+	if (spec->count > 0 && !any_draft)
+		return ab_jread_fail(p, "spec.contexts are given but no model has a draft (models[].draft)");
+	const struct ab_suite_speed *sp = &suite->speed;
+	int distinct = distinct_contexts(sp->decode_contexts, sp->decode_count, sp->prefill_contexts,
+		sp->prefill_count, spec->contexts, spec->count);
+	if (distinct > AB_SUITE_CONTEXTS_MAX)
+		return ab_jread_fail(p, "%d distinct contexts in decode, prefill and spec together; at most %d",
+			distinct, AB_SUITE_CONTEXTS_MAX);
+	ab_jread_pop(p, old);
+	return 0;
+}
+
+/* Whether an argv or env value mentions {draft}. */
+static int argv_mentions(const struct ab_suite_argv *a, const char *needle)
+{
+	for (int i = 0; i < a->argc; i++)
+		if (strstr(a->argv[i], needle))
+			return 1;
+	return 0;
+}
+
+static int sut_mentions(const struct ab_suite_sut *sut, const char *needle)
+{
+	if (argv_mentions(&sut->command, needle))
+		return 1;
+	for (int i = 0; i < sut->env_count; i++)
+		if (strstr(sut->env[i].value, needle))
+			return 1;
+	return 0;
+}
+
+/* {draft} names a model's draft: meaningful only where a SUT is started for a model that has one,
+ * and in the draft's own generator (the file to write). Build commands, model paths and model
+ * generators run for no particular draft, so it is refused there. */
+static int check_draft_placeholders(struct ab_suite *suite, struct ab_jread *p)
+{
+	static const char draft[] = "{draft}";
+	if (argv_mentions(&suite->configure, draft) || argv_mentions(&suite->build, draft))
+		return ab_jread_fail(p, "build: {draft} is only substituted in SUT commands");
+	for (int i = 0; i < suite->model_count; i++) {
+		const struct ab_suite_model *m = &suite->models[i];
+		if (argv_mentions(&m->generate, draft) || (m->draft.path && strstr(m->draft.path, draft)) ||
+		    strstr(m->path, draft))
+			return ab_jread_fail(p, "models[%d] (%s): {draft} is only substituted in SUT commands and in "
+				"draft.generate", i, m->name);
+		if (!m->has_draft && sut_mentions(&suite->sut, draft))
+			return ab_jread_fail(p, "sut.command: uses {draft}, but model \"%s\" has no draft "
+				"(every model started by this command needs models[].draft)", m->name);
+		for (int r = 0; r < m->ref_count; r++)
+			if (!m->has_draft && sut_mentions(&m->refs[r].sut, draft))
+				return ab_jread_fail(p, "models[%d].%s: uses {draft}, but model \"%s\" has no draft", i,
+					m->refs[r].name, m->name);
+	}
 	return 0;
 }
 
@@ -496,7 +469,7 @@ static int parse_harness_paths(struct ab_suite *suite, struct ab_jread *p, const
 			old = ab_jread_push_key(p, "harness_paths");
 			ab_jread_push_index(p, i);
 			item = json_array_get(v, i);
-			if (check_string(p, item) < 0)
+			if (ab_suite_check_string(p, item) < 0)
 				return AB_EINVALID;
 			s = json_string_value(item);
 			if (s[0] == '/' || strcmp(s, "..") == 0 || strncmp(s, "../", 3) == 0 || strstr(s, "/../") ||
@@ -525,24 +498,11 @@ static int sha256_hex(char out[65], const void *data, size_t len)
 	return 0;
 }
 
-static json_t *argv_to_json(const struct ab_suite_argv *a)
-{
-	json_t *arr;
-	int i;
-
-	if (a->argc == 0)
-		return json_null();
-	arr = json_array();
-	for (i = 0; arr && i < a->argc; i++)
-		json_array_append_new(arr, json_string(a->argv[i]));
-	return arr;
-}
-
 /* The build cache key: only the commands (what determines the artifact), canonically serialised. */
 static int hash_build(struct ab_suite *suite)
 {
-	json_t *canon = json_pack("{s:o, s:o}", "configure", argv_to_json(&suite->configure),
-				  "build", argv_to_json(&suite->build));
+	json_t *canon = json_pack("{s:o, s:o}", "configure", ab_suite_argv_json(&suite->configure),
+				  "build", ab_suite_argv_json(&suite->build));
 	char *text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	int error = text ? sha256_hex(suite->build_hash, text, strlen(text)) : ab_error_set("suite: out of memory");
 
@@ -556,7 +516,7 @@ static int hash_build(struct ab_suite *suite)
 int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, const char *origin)
 {
 	static const char *const keys[] = { "schema", "name", "build", "sut", "models", "speed", "accuracy",
-					     "tiers", "harness_paths", NULL };
+					     "spec", "tiers", "harness_paths", NULL };
 	struct ab_jread p = { .what = "suite", .origin = origin };
 	struct ab_suite *suite = NULL;
 	json_t *root = NULL, *schema = NULL, *sut = NULL;
@@ -583,7 +543,7 @@ int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, co
 		error = ab_error_set("suite: out of memory");
 		goto cleanup;
 	}
-	if (get_name(suite->name, &p, root, "name") < 0 ||
+	if (ab_suite_get_name(suite->name, &p, root, "name") < 0 ||
 	    parse_build(suite, &p, root) < 0 ||
 	    ab_jread_required(&sut, &p, root, "sut") < 0)
 		goto cleanup;
@@ -595,7 +555,9 @@ int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, co
 	    parse_speed(&suite->speed, &p, root) < 0 ||
 	    parse_accuracy(suite, &p, root) < 0 ||
 	    parse_tiers(suite, &p, root) < 0 ||
-	    parse_harness_paths(suite, &p, root) < 0)
+	    parse_spec(suite, &p, root) < 0 ||
+	    parse_harness_paths(suite, &p, root) < 0 ||
+	    check_draft_placeholders(suite, &p) < 0)
 		goto cleanup;
 	if (sha256_hex(suite->sha256, text, len) < 0 || hash_build(suite) < 0) {
 		error = AB_ERROR;
@@ -678,6 +640,8 @@ void ab_suite_free(struct ab_suite *suite)
 	for (i = 0; i < suite->model_count; i++) {
 		free(suite->models[i].path);
 		argv_free(&suite->models[i].generate);
+		free(suite->models[i].draft.path);
+		argv_free(&suite->models[i].draft.generate);
 		for (int r = 0; r < suite->models[i].ref_count; r++)
 			sut_free(&suite->models[i].refs[r].sut);
 	}
@@ -685,6 +649,8 @@ void ab_suite_free(struct ab_suite *suite)
 	free(suite->speed.decode_contexts);
 	free(suite->speed.prefill_contexts);
 	free(suite->accuracy.corpus);
+	free(suite->spec.contexts);
+	free(suite->spec.prompts);
 	for (i = 0; i < suite->harness_path_count; i++)
 		free(suite->harness_paths[i]);
 	free(suite->harness_paths);
@@ -703,78 +669,4 @@ const struct ab_suite_model *ab_suite_model_find(const struct ab_suite *suite, c
 const char *ab_suite_method_name(enum ab_suite_method method)
 {
 	return method == AB_SUITE_METHOD_BOOTSTRAP ? "bootstrap" : "wilcoxon";
-}
-
-static json_t *sut_to_json(const struct ab_suite_sut *sut)
-{
-	json_t *env = json_object();
-	int i;
-
-	for (i = 0; env && i < sut->env_count; i++)
-		json_object_set_new(env, sut->env[i].name, json_string(sut->env[i].value));
-	return json_pack("{s:o, s:o, s:i, s:i}", "command", argv_to_json(&sut->command), "env", env,
-			 "ready_timeout_s", sut->ready_timeout_s, "request_timeout_s", sut->request_timeout_s);
-}
-
-static json_t *ints_to_json(const int *values, int count)
-{
-	json_t *arr = json_array();
-	int i;
-	for (i = 0; arr && i < count; i++)
-		json_array_append_new(arr, json_integer(values[i]));
-	return arr;
-}
-
-json_t *ab_suite_to_json(const struct ab_suite *suite)
-{
-	const struct ab_suite_speed *sp = &suite->speed;
-	const struct ab_suite_accuracy *acc = &suite->accuracy;
-	json_t *models = json_array(), *tiers = json_object(), *paths = json_array(), *build, *accuracy;
-	int i;
-
-	for (i = 0; models && i < suite->model_count; i++) {
-		const struct ab_suite_model *m = &suite->models[i];
-		json_t *model = json_pack("{s:s, s:s}", "name", m->name, "path", m->path);
-		if (!model)
-			break;
-		if (m->generate.argc)
-			json_object_set_new(model, "generate", argv_to_json(&m->generate));
-		json_object_set_new(model, "sha256", m->sha256[0] ? json_string(m->sha256) : json_null());
-		if (m->ref_count == 1 && strcmp(m->refs[0].name, "reference") == 0) {
-			json_object_set_new(model, "reference", sut_to_json(&m->refs[0].sut));
-		} else if (m->ref_count > 0) {
-			json_t *refs = json_object();
-			for (int r = 0; r < m->ref_count; r++)
-				json_object_set_new(refs, m->refs[r].name, sut_to_json(&m->refs[r].sut));
-			json_object_set_new(model, "references", refs);
-		} else {
-			json_object_set_new(model, "reference", json_null());
-		}
-		json_array_append_new(models, model);
-	}
-	for (i = 0; tiers && i < AB_SUITE_TIER_COUNT; i++)
-		json_object_set_new(tiers, suite->tiers[i].name, json_real(suite->tiers[i].min_gain));
-	for (i = 0; paths && i < suite->harness_path_count; i++)
-		json_array_append_new(paths, json_string(suite->harness_paths[i]));
-	build = json_pack("{s:o, s:i}", "build", argv_to_json(&suite->build), "timeout_s", suite->build_timeout_s);
-	if (build && suite->configure.argc)
-		json_object_set_new(build, "configure", argv_to_json(&suite->configure));
-	accuracy = json_pack("{s:b, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b}",
-			     "enabled", acc->enabled, "windows", acc->windows, "window_len", acc->window_len,
-			     "score_from", acc->score_from, "top_k", acc->top_k,
-			     "corpus", acc->corpus ? json_string(acc->corpus) : json_null(),
-			     "top1_min", acc->top1_min, "kl_max", acc->kl_max, "top1_drop_max", acc->top1_drop_max,
-			     "kl_rise_max", acc->kl_rise_max, "kl_rise_rel", acc->kl_rise_rel,
-			     "greedy_check", acc->greedy_check);
-	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:{s:o, s:i}, s:{s:o}, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s},"
-			 " s:o, s:o, s:o}",
-			 "schema", AB_SUITE_SCHEMA, "name", suite->name, "build", build, "sut", sut_to_json(&suite->sut),
-			 "models", models, "speed",
-			 "decode", "contexts", ints_to_json(sp->decode_contexts, sp->decode_count),
-			 "gen_tokens", sp->gen_tokens,
-			 "prefill", "contexts", ints_to_json(sp->prefill_contexts, sp->prefill_count),
-			 "pairs_min", sp->pairs_min, "pairs_max", sp->pairs_max, "confirm_pairs", sp->confirm_pairs,
-			 "margin", sp->margin, "regression_ratio", sp->regression_ratio, "alpha", sp->alpha,
-			 "max_failed_fraction", sp->max_failed_fraction, "method", ab_suite_method_name(sp->method),
-			 "accuracy", accuracy, "tiers", tiers, "harness_paths", paths);
 }

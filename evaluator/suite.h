@@ -24,6 +24,11 @@
  *     .reference              a SUT object as `sut` above        optional / null (no accuracy)
  *     .references             {name: SUT object}, at most 4      optional (several references,
  *                             e.g. {"cpu": ..., "hf": ...}; not together with .reference)
+ *     .draft                  object or null                     null (no draft: not spec-measured)
+ *       .path                 string, {draft} in SUT commands    required
+ *       .generate             argv, run when path is missing:    optional
+ *                             it writes {draft}; {model} is the model's own file
+ *       .sha256               64 hex digits or null              optional / null
  *   speed.decode.contexts     unique ints > 0                    [] (no decode metrics)
  *   speed.decode.gen_tokens   int >= 2                           128
  *   speed.prefill.contexts    unique ints > 0                    [] (no prefill metrics)
@@ -49,11 +54,21 @@
  *     .kl_rise_rel            >= 0: the rise may also be this multiple 0
  *                             of the base's own mean KL
  *     .greedy_check           bool                               true
+ *   spec                      object or null                     absent: spec not measured
+ *     .contexts               unique ints > 0                    [] (no spec metrics)
+ *     .gen_tokens             int >= 2                           128
+ *     .prompts                path or null (a token corpus, the  null (seeded random ids)
+ *                             format of accuracy.corpus)
+ *     .regression_ratio       (0, 1]                             0.98 (spec tok/s floor)
+ *     .tau_floor_ratio        (0, 1]                             0.95 (accept-length floor)
+ *     .tiers                  {XS,S,M,L,XL} or null              null: the suite's tiers
  *   tiers.{XS,S,M,L,XL}       strictly increasing, in (0, 10)    0.02 0.035 0.06 0.10 0.18
  *   harness_paths             relative paths                     ["guards/","evaluator/","tools/","ci/"]
  *
  * The speed section is required and must name at least one context. Where accuracy is enabled, at
- * least one model must have a reference.
+ * least one model must have a reference. Where spec names contexts, at least one model must have a
+ * draft. `{draft}` (the model's draft file) may appear only in SUT commands and env (and only when
+ * every model has a draft: a model without one could not be started), and in draft.generate.
  */
 #ifndef AB_SUITE_H
 #define AB_SUITE_H
@@ -87,13 +102,20 @@ struct ab_suite_sut {
 
 #define AB_SUITE_REFS_MAX 4
 #define AB_SUITE_MODELS_MAX 16     /* an evaluation keeps per-model state in arrays of this size */
-#define AB_SUITE_CONTEXTS_MAX 32   /* distinct contexts of decode and prefill together (one SUT
-                                    * process measures them all) */
+#define AB_SUITE_CONTEXTS_MAX 32   /* distinct contexts of decode and prefill together, and spec
+                                    * contexts (one SUT process measures them all) */
 
 /* A reference implementation for the accuracy gates: just another SUT, named. */
 struct ab_suite_ref {
 	char name[AB_SUITE_NAME_MAX];   /* "reference" for the single `reference` key, else the map key */
 	struct ab_suite_sut sut;
+};
+
+/* A model's speculative-decoding draft (a DFlash draft file for ember). */
+struct ab_suite_draft {
+	char *path;                     /* may hold placeholders ({state}, {model} is not allowed) */
+	struct ab_suite_argv generate;  /* argc 0: no generator; the file must exist */
+	char sha256[65];                /* lower-case hex, "" when not given */
 };
 
 struct ab_suite_model {
@@ -104,6 +126,8 @@ struct ab_suite_model {
 	int has_reference;              /* ref_count > 0 */
 	int ref_count;
 	struct ab_suite_ref refs[AB_SUITE_REFS_MAX];  /* from `reference` or `references` */
+	int has_draft;                  /* draft.path is set: the model is spec-measured */
+	struct ab_suite_draft draft;
 };
 
 enum ab_suite_method {
@@ -150,6 +174,18 @@ struct ab_suite_tier {
 
 #define AB_SUITE_TIER_COUNT 5
 
+/* Speculative decoding: measured inside the same pairs, for models with a draft. */
+struct ab_suite_spec {
+	int *contexts;                  /* in file order; NULL when none (spec not measured) */
+	int count;
+	int gen_tokens;                 /* new tokens per request (plain and speculative alike) */
+	char *prompts;                  /* token corpus the prompts are cut from; NULL: random ids */
+	double regression_ratio;        /* spec tok/s head/base below this with confidence: REJECT */
+	double tau_floor_ratio;         /* head accept length below this x base with confidence: REJECT */
+	int own_tiers;                  /* 1: `tiers` was given; 0: a copy of the suite's */
+	struct ab_suite_tier tiers[AB_SUITE_TIER_COUNT];
+};
+
 struct ab_suite {
 	char name[AB_SUITE_NAME_MAX];
 	struct ab_suite_argv configure;     /* argc 0: no configure step */
@@ -160,6 +196,7 @@ struct ab_suite {
 	int model_count;
 	struct ab_suite_speed speed;
 	struct ab_suite_accuracy accuracy;
+	struct ab_suite_spec spec;
 	struct ab_suite_tier tiers[AB_SUITE_TIER_COUNT];   /* ascending: XS first */
 	char **harness_paths;
 	int harness_path_count;

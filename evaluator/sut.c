@@ -33,6 +33,7 @@ struct ab_sut {
 	size_t line_max;
 	json_t *ready;
 	int vocab_size;
+	struct ab_sut_spec_info spec;
 	int64_t next_id;
 	int dead;                 /* faulted or quit: no more requests */
 	int quit;
@@ -226,6 +227,62 @@ cleanup:
 	return error;
 }
 
+int ab_sut_parse_spec(struct ab_sut_spec_info *out, const json_t *ready)
+{
+	json_t *spec = json_object_get(ready, "spec");
+	memset(out, 0, sizeof(*out));
+	if (spec == NULL || json_is_null(spec))
+		return 0;
+	json_t *kind = json_object_get(spec, "kind"), *block = json_object_get(spec, "block_size");
+	const char *k = json_string_value(kind);
+	if (!json_is_object(spec))
+		return ab_error_setc(AB_EINVALID, "ready line: \"spec\" must be an object");
+	if (!k || json_string_length(kind) == 0 || json_string_length(kind) >= sizeof(out->kind) ||
+	    strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != json_string_length(kind))
+		return ab_error_setc(AB_EINVALID, "ready line: \"spec.kind\" must be a short name such as \"dflash\"");
+	if (block && !json_is_null(block) &&
+	    (!json_is_integer(block) || json_integer_value(block) < 2 || json_integer_value(block) > 4096))
+		return ab_error_setc(AB_EINVALID, "ready line: \"spec.block_size\" must be an integer in [2, 4096]");
+	out->present = 1;
+	snprintf(out->kind, sizeof(out->kind), "%s", k);
+	out->block_size = json_is_integer(block) ? (int)json_integer_value(block) : 0;
+	return 0;
+}
+
+/* A non-negative integer member of stats, or -1 when missing or not one. */
+static json_int_t stat_count(const json_t *stats, const char *key)
+{
+	json_t *v = json_object_get(stats, key);
+	return json_is_integer(v) && json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
+}
+
+int ab_sut_parse_spec_stats(struct ab_sut_spec_stats *out, const json_t *stats, int n_tokens)
+{
+	if (!json_is_object(stats))
+		return ab_error_setc(AB_EINVALID, "a speculative answer without stats");
+	json_int_t steps = stat_count(stats, "target_steps"), drafted = stat_count(stats, "drafted");
+	json_int_t accepted = stat_count(stats, "accepted");
+	json_t *mean = json_object_get(stats, "accept_mean");
+	if (steps < 1 || steps > n_tokens - 1)
+		return ab_error_setc(AB_EINVALID, "stats.target_steps must be an integer in [1, %d] for %d tokens",
+			n_tokens - 1, n_tokens);
+	if (drafted < 0 || accepted < 0 || accepted > drafted)
+		return ab_error_setc(AB_EINVALID, "stats.drafted and stats.accepted must be integers with "
+			"0 <= accepted <= drafted");
+	if (!json_is_number(mean) || !isfinite(json_number_value(mean)) || json_number_value(mean) < 1.0)
+		return ab_error_setc(AB_EINVALID, "stats.accept_mean must be a number >= 1");
+	out->target_steps = (int)steps;
+	out->drafted = (long)drafted;
+	out->accepted = (long)accepted;
+	out->accept_mean = json_number_value(mean);
+	return 0;
+}
+
+const struct ab_sut_spec_info *ab_sut_spec(const ab_sut *sut)
+{
+	return &sut->spec;
+}
+
 int ab_sut_parse_reply(enum ab_sut_event *out_event, json_t **out_obj, const char *line, size_t len,
 	size_t max_len, int64_t expected_id)
 {
@@ -359,7 +416,8 @@ int ab_sut_start(ab_sut **out, struct ab_sut_fault *fault, const struct ab_sut_c
 		error = sut_fail(s, fault, AB_SUT_PROTOCOL, "ready line: %s", msg);
 		goto cleanup;
 	}
-	if (ab_sut_parse_ready(&s->ready, &s->vocab_size, line, len, s->line_max) < 0) {
+	if (ab_sut_parse_ready(&s->ready, &s->vocab_size, line, len, s->line_max) < 0 ||
+	    ab_sut_parse_spec(&s->spec, s->ready) < 0) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "%s", ab_error_last());
 		error = sut_fail(s, fault, AB_SUT_PROTOCOL, "%s", msg);

@@ -59,6 +59,21 @@ struct ab_sut_gen {
 	double decode_tps;    /* (n_tokens - 1) / (t_done - t_first); NAN when n_tokens < 2 */
 };
 
+/* What a SUT's ready line says about speculative decoding (its "spec" object, Contract 1). */
+struct ab_sut_spec_info {
+	int present;          /* 1: the SUT was started with a draft and decodes speculatively on request */
+	char kind[32];        /* "dflash", ... ([A-Za-z0-9._-]) */
+	int block_size;       /* proposal block the draft works in; 0 when the SUT does not say */
+};
+
+/* The engine's own figures of one speculative answer (the done event's stats). */
+struct ab_sut_spec_stats {
+	int target_steps;     /* target forward passes of the decode loop, verify windows included */
+	long drafted;         /* proposed tokens */
+	long accepted;        /* accepted proposals */
+	double accept_mean;   /* the engine's tau: tokens per target step, bonus token included */
+};
+
 /* One scored position: the SUT's own top-k and the log-probs of the ids the harness asked about. */
 struct ab_sut_position {
 	int n_top;
@@ -95,6 +110,8 @@ int ab_sut_start(ab_sut **out, struct ab_sut_fault *fault, const struct ab_sut_c
 const json_t *ab_sut_ready(const ab_sut *sut);
 /* model.vocab_size from the ready line (> 0). */
 int ab_sut_vocab_size(const ab_sut *sut);
+/* The ready line's spec capability (borrowed, valid until ab_sut_free); present = 0 without one. */
+const struct ab_sut_spec_info *ab_sut_spec(const ab_sut *sut);
 
 /*
  * One generate request: greedy, max_tokens new tokens, timed by the harness. Returns 0 with *out
@@ -136,6 +153,20 @@ const char *ab_sut_fault_kind_name(enum ab_sut_fault_kind kind);
  * naming the bad field otherwise.
  */
 int ab_sut_parse_ready(json_t **out_ready, int *out_vocab, const char *line, size_t len, size_t max_len);
+
+/*
+ * Reads the optional "spec" object of a parsed ready line: {"kind": string, "block_size": int in
+ * [2, 4096] (optional)}. Absent: *out zeroed, 0. Present but malformed: AB_EINVALID naming the field.
+ */
+int ab_sut_parse_spec(struct ab_sut_spec_info *out, const json_t *ready);
+
+/*
+ * Reads the spec figures of a speculative answer of n_tokens tokens from its stats object
+ * (borrowed, may be NULL): target_steps an integer in [1, n_tokens - 1] (the first token comes
+ * from prefill, each step yields at least one), drafted and accepted integers with
+ * 0 <= accepted <= drafted, accept_mean a finite number >= 1. AB_EINVALID with the reason otherwise.
+ */
+int ab_sut_parse_spec_stats(struct ab_sut_spec_stats *out, const json_t *stats, int n_tokens);
 
 /* One reply line addressed to request `expected_id`. */
 enum ab_sut_event {

@@ -20,8 +20,11 @@
 static const char *const tier_names[AB_TIER_COUNT] = { "XS", "S", "M", "L", "XL" };
 
 static const struct ab_speed_metric_rule default_rules[] = {
-	{ "decode_tps", -1.0, 1 },
-	{ "prefill_tps", -1.0, 1 },
+	{ AB_METRIC_DECODE, -1.0, 1, 0, 0, NULL, NULL, 0 },
+	{ AB_METRIC_PREFILL, -1.0, 1, 0, 0, NULL, NULL, 0 },
+	{ AB_METRIC_SPEC, -1.0, 1, 0, 0, NULL, NULL, 1 },
+	{ AB_METRIC_TAU, -1.0, 1, 0.95, 1, NULL, "tau-regression", 1 },
+	{ AB_METRIC_SPEC_SPEEDUP, -1.0, 0, 0, 1, NULL, NULL, 1 },
 };
 
 void ab_speed_policy_init(struct ab_speed_policy *policy)
@@ -113,6 +116,12 @@ const char *ab_speed_metric_short(const char *metric)
 		return "decode";
 	if (strcmp(metric, "prefill_tps") == 0)
 		return "prefill";
+	if (strcmp(metric, AB_METRIC_SPEC) == 0)
+		return "spec decode";
+	if (strcmp(metric, AB_METRIC_TAU) == 0)
+		return "tau";
+	if (strcmp(metric, AB_METRIC_SPEC_SPEEDUP) == 0)
+		return "spec speedup";
 	return metric;
 }
 
@@ -126,12 +135,17 @@ static void label_sanitize(char *s)
 void ab_speed_regression_label(char *buf, size_t size, const char *model, int primary,
 	const char *metric, int ctx)
 {
-	char ctx_name[24], model_part[80] = "", suffix[48] = "";
+	char ctx_name[32], model_part[80] = "", suffix[48] = "";
 	ab_speed_ctx_name(ctx_name, sizeof(ctx_name), ctx);
-	if (strcmp(metric, "prefill_tps") == 0)
+	if (strcmp(metric, "prefill_tps") == 0) {
 		snprintf(suffix, sizeof(suffix), "-pp");
-	else if (strcmp(metric, "decode_tps") != 0)
+	} else if (strcmp(metric, AB_METRIC_SPEC) == 0) {
+		char plain[24];
+		ab_speed_ctx_name(plain, sizeof(plain), ctx);
+		snprintf(ctx_name, sizeof(ctx_name), "spec-%.24s", plain);
+	} else if (strcmp(metric, "decode_tps") != 0) {
 		snprintf(suffix, sizeof(suffix), "-%.31s", metric);
+	}
 	/* GitHub allows 50 characters: cut the model name first, so that the labels of one model's
 	 * contexts stay distinct. */
 	int model_max = 50 - (int)(strlen("regression--") + strlen(ctx_name) + strlen(suffix));
@@ -156,11 +170,12 @@ struct key {
 
 static int metric_rank(const char *metric)
 {
-	if (strcmp(metric, "decode_tps") == 0)
-		return 0;
-	if (strcmp(metric, "prefill_tps") == 0)
-		return 1;
-	return 2;
+	static const char *const order[] = { AB_METRIC_DECODE, AB_METRIC_PREFILL, AB_METRIC_SPEC, AB_METRIC_TAU,
+					     AB_METRIC_SPEC_SPEEDUP };
+	for (int i = 0; i < (int)(sizeof(order) / sizeof(order[0])); i++)
+		if (strcmp(metric, order[i]) == 0)
+			return i;
+	return 5;
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -212,7 +227,7 @@ static int sample_valid(const struct ab_sample *s)
 	return s->ok && isfinite(s->value) && s->value > 0.0;
 }
 
-static const struct ab_speed_metric_rule *find_rule(const struct ab_speed_policy *policy,
+const struct ab_speed_metric_rule *ab_speed_rule_find(const struct ab_speed_policy *policy,
 	const char *metric)
 {
 	const struct ab_speed_metric_rule *rules = policy->rules ? policy->rules : default_rules;
@@ -334,7 +349,7 @@ static int series_stats(struct ab_speed_series *s, const double *d, int n,
 			goto cleanup;
 	}
 	if ((error = ab_stats_signed_rank_p(&s->p_regression, d, (size_t)n,
-		log(policy->regression_ratio), AB_ALT_LESS)) != 0)
+		log(s->regression_ratio), AB_ALT_LESS)) != 0)
 		goto cleanup;
 	s->ci = exp_interval(ci);
 	s->ci_adj = exp_interval(adj);
@@ -485,6 +500,25 @@ static void build_method(struct ab_speed_result *r, const struct ab_speed_policy
 		"series x 2 directions x %d look%s (family-wise alpha = %g)%s.", ci, p->regression_ratio,
 		r->n_gating, r->looks, r->looks == 1 ? "" : "s", p->alpha,
 		p->confirm_pairs > 0 ? ", and a regression must be confirmed by an independent batch" : "");
+	size_t spec_gating = 0;
+	const struct ab_speed_series *tau = NULL;
+	for (size_t i = 0; i < r->n_series; i++) {
+		spec_gating += r->series[i].spec && r->series[i].gating;
+		if (tau == NULL && strcmp(r->series[i].metric, AB_METRIC_TAU) == 0)
+			tau = &r->series[i];
+	}
+	if (spec_gating > 0) {
+		size_t len = strlen(r->method);
+		if (len > 0 && r->method[len - 1] == '.')
+			r->method[len - 1] = '\0';
+		append(r->method, sizeof(r->method), "; the family includes %zu speculative-decoding series "
+			"(spec tok/s", spec_gating);
+		if (tau)
+			append(r->method, sizeof(r->method), " and accept length tau, whose floor is %.2fx base",
+				tau->regression_ratio);
+		append(r->method, sizeof(r->method), ")");
+		append(r->method, sizeof(r->method), ".");
+	}
 }
 
 /* The schedule of looks: K points from first to last, even, increasing. Returns how many. */
@@ -510,15 +544,15 @@ static int series_lost(const struct ab_speed_series *s, const struct ab_speed_po
 }
 
 /* May more batch-0 pairs still change a claim of series s, given the verdict tier so far? */
-static int series_open(const struct ab_speed_series *s, const struct ab_speed_policy *p, int tier)
+static int series_open(const struct ab_speed_series *s, int tier)
 {
 	if (!s->gating)
 		return 0;
-	double rho = p->regression_ratio;
+	double rho = s->regression_ratio;
 	if (!s->regression && s->ci_adj.lo < rho && s->ci_adj.hi >= rho)
 		return 1;                               /* could still fall below the floor */
-	if (tier + 1 < AB_TIER_COUNT) {
-		double next = 1.0 + p->tiers[tier + 1];
+	if (!s->no_tier && tier + 1 < AB_TIER_COUNT) {
+		double next = 1.0 + s->tiers[tier + 1];
 		if (s->ci_adj.hi >= next && s->ci_adj.lo < next)
 			return 1;                           /* could still verify a higher tier */
 	}
@@ -554,7 +588,7 @@ static int evaluate_confirmation(struct ab_speed_result *r, const struct ab_spee
 			s->confirm.ratio = exp(hl);
 			s->confirm.hi = exp(bound.hi);
 		}
-		s->confirm.confirmed = s->confirm.hi < policy->regression_ratio;
+		s->confirm.confirmed = s->confirm.hi < s->regression_ratio;
 		s->confirmed = s->confirm.confirmed;
 		if (m < n_pairs1 && (double)(n_pairs1 - m) > policy->max_failed_fraction * n_pairs1) {
 			r->infra = 1;
@@ -621,19 +655,28 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		struct ab_speed_model *m = &r->models[r->n_models++];
 		snprintf(m->name, sizeof(m->name), "%s", keys[k].model);
 		m->tier = -1;
+		m->spec_tier = -1;
 	}
 
 	for (size_t k = 0; k < n_keys; k++) {
 		struct ab_speed_series *s = &r->series[k];
-		const struct ab_speed_metric_rule *rule = find_rule(policy, keys[k].metric);
+		const struct ab_speed_metric_rule *rule = ab_speed_rule_find(policy, keys[k].metric);
 		snprintf(s->model, sizeof(s->model), "%s", keys[k].model);
 		snprintf(s->metric, sizeof(s->metric), "%s", keys[k].metric);
 		s->ctx = keys[k].ctx;
 		s->gating = rule ? rule->gating : 0;
+		s->spec = rule ? rule->spec : 0;
+		s->no_tier = rule ? rule->no_tier : 0;
 		s->margin = rule && rule->margin >= 0.0 ? rule->margin : policy->margin;
+		s->regression_ratio = rule && rule->regression_ratio > 0.0 ? rule->regression_ratio :
+			policy->regression_ratio;
+		memcpy(s->tiers, rule && rule->tiers ? rule->tiers : policy->tiers, sizeof(s->tiers));
 		s->tier = -1;
 		r->n_gating += (size_t)s->gating;
-		if (s->gating)
+		r->n_spec += (size_t)s->spec;
+		if (s->gating && rule && rule->label)
+			snprintf(s->label, sizeof(s->label), "%s", rule->label);
+		else if (s->gating)
 			ab_speed_regression_label(s->label, sizeof(s->label), s->model,
 				strcmp(s->model, r->models[0].name) == 0, s->metric, s->ctx);
 	}
@@ -647,6 +690,7 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 	r->pairs = n_pairs0;
 	r->confirm_pairs_seen = n_pairs1;
 	r->tier = -1;
+	r->spec_tier = -1;
 	failures_count(r, samples, n_samples);
 
 	/* Batch 0: every series, its statistics and claims. */
@@ -668,14 +712,16 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		s->p_adj = s->p_regression * scale > 1.0 ? 1.0 : s->p_regression * scale;
 		if (!s->gating)
 			continue;
-		s->regression = s->ci_adj.hi < policy->regression_ratio;
-		for (int t = AB_TIER_COUNT - 1; t >= 0; t--)
-			if (s->ci_adj.lo >= 1.0 + policy->tiers[t]) {
+		s->regression = s->ci_adj.hi < s->regression_ratio;
+		for (int t = AB_TIER_COUNT - 1; t >= 0 && !s->no_tier; t--)
+			if (s->ci_adj.lo >= 1.0 + s->tiers[t]) {
 				s->tier = t;
 				break;
 			}
 		if (s->tier > r->tier)
 			r->tier = s->tier;
+		if (s->spec && s->tier > r->spec_tier)
+			r->spec_tier = s->tier;
 		r->regression |= s->regression;
 		if (series_lost(s, policy) && !r->infra) {
 			r->infra = 1;
@@ -706,7 +752,7 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		snprintf(r->open_reason, sizeof(r->open_reason), "first look at %d pairs", points[0]);
 	} else if (r->look < n_points && !r->regression) {
 		for (size_t k = 0; k < n_keys && !main_open; k++)
-			if (series_open(&r->series[k], policy, r->tier)) {
+			if (series_open(&r->series[k], r->series[k].spec ? r->spec_tier : r->tier)) {
 				main_open = 1;
 				snprintf(r->open_reason, sizeof(r->open_reason), "%s %s at ctx %d is undecided",
 					r->series[k].model, ab_speed_metric_short(r->series[k].metric),
@@ -748,12 +794,19 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 			m++;
 		if (s->tier > m->tier)
 			m->tier = s->tier;
+		if (s->spec && s->tier > m->spec_tier)
+			m->spec_tier = s->tier;
 		if (s->confirmed && !r->open) {
 			m->reject = 1;
 			r->reject = 1;
+			m->spec_reject |= s->spec;
+			r->spec_reject |= s->spec;
 		}
-		if (series_lost(s, policy))
+		if (series_lost(s, policy)) {
 			m->infra = 1;
+			m->spec_infra |= s->spec;
+			r->spec_infra |= s->spec;
+		}
 	}
 	build_method(r, policy);
 	*out = r;

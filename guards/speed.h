@@ -59,11 +59,29 @@ enum ab_failure_kind {
 	AB_FAILURE_KIND_COUNT = 5
 };
 
-/* Per-metric settings. A metric without a rule uses policy.margin and does not gate. */
+/* The metrics the measurement loop produces (sample.h's `metric`). */
+#define AB_METRIC_DECODE "decode_tps"
+#define AB_METRIC_PREFILL "prefill_tps"
+#define AB_METRIC_SPEC "spec_decode_tps"      /* speculative decode tok/s, harness clock */
+#define AB_METRIC_TAU "tau"                   /* mean accept length, (n - 1) / target_steps */
+#define AB_METRIC_SPEC_SPEEDUP "spec_speedup" /* spec / plain decode tok/s of one process */
+
+/*
+ * Per-metric settings. A metric without a rule uses policy.margin and does not gate. The default
+ * rules (policy.rules NULL): decode_tps and prefill_tps gate with the policy's floor and tiers;
+ * spec_decode_tps gates with them too and forms the spec family (its tier is reported apart, as
+ * eval-dflash); tau gates only downwards, against 0.95 x base, labelled tau-regression, and never
+ * earns a tier; spec_speedup is reported, not gated.
+ */
 struct ab_speed_metric_rule {
 	const char *metric;             /* "decode_tps" */
 	double margin;                  /* < 0: policy.margin */
 	int gating;                     /* 1: REJECT and tier claims come from this metric */
+	double regression_ratio;        /* <= 0: policy.regression_ratio */
+	int no_tier;                    /* 1: a regression floor only, never a tier claim */
+	const double *tiers;            /* AB_TIER_COUNT thresholds; NULL: policy.tiers */
+	const char *label;              /* regression label for every context; NULL: by metric and ctx */
+	int spec;                       /* 1: belongs to the speculative-decoding family */
 };
 
 struct ab_speed_policy {
@@ -107,7 +125,11 @@ struct ab_speed_series {
 	char metric[32];
 	int ctx;
 	int gating;
+	int spec;                       /* of the speculative-decoding family (rule.spec) */
+	int no_tier;                    /* gates only downwards (rule.no_tier) */
 	double margin;
+	double regression_ratio;        /* the floor of this series (rule or policy) */
+	double tiers[AB_TIER_COUNT];    /* the tier thresholds of this series (rule or policy) */
 	struct ab_speed_side base, head;
 	int pairs;                      /* pairs attempted in batch 0 */
 	int n_pairs;                    /* valid pairs (both sides ok); pairs - n_pairs failed */
@@ -136,6 +158,9 @@ struct ab_speed_model {
 	int tier;                       /* best verified tier among its gating series, -1: none */
 	int reject;                     /* a confirmed regression among its series */
 	int infra;                      /* one of its gating series failed too often */
+	int spec_tier;                  /* the same over its spec-family series only */
+	int spec_reject;
+	int spec_infra;
 };
 
 struct ab_speed_result {
@@ -152,6 +177,10 @@ struct ab_speed_result {
 	int tier;                       /* verdict tier index, -1: none (computed even with REJECT) */
 	int regression;                 /* some series flagged by batch 0 */
 	int reject;                     /* some series confirmed */
+	size_t n_spec;                  /* series of the spec family (0: spec not measured) */
+	int spec_tier;                  /* best tier verified by a spec-family series, -1: none */
+	int spec_reject;                /* a confirmed regression among spec-family series */
+	int spec_infra;                 /* a spec-family gating series failed too often */
 
 	/* The plan. While open, measure until batch `next_batch` holds `next_pairs` pairs (distinct
 	 * pair indices), then decide again. When !open every decision above is final. */
@@ -171,7 +200,7 @@ struct ab_speed_result {
 	double regression_ratio;        /* the policy's, for reasons and reports */
 	double tiers[AB_TIER_COUNT];    /* the policy's tier thresholds */
 	double alpha;                   /* the policy's family-wise alpha */
-	char method[400];               /* one sentence for the report */
+	char method[640];               /* one sentence for the report */
 };
 
 /* Fills a policy with the defaults documented above (matching the suite file's defaults). */
@@ -204,6 +233,9 @@ void ab_speed_result_free(struct ab_speed_result *result);
 int ab_speed_pairs_needed(int *out_first, int *out_last, const struct ab_speed_policy *policy,
 	size_t n_gating);
 
+/* The rule a metric gets under `policy` (its own rules, else the defaults); NULL: none. Borrowed. */
+const struct ab_speed_metric_rule *ab_speed_rule_find(const struct ab_speed_policy *policy, const char *metric);
+
 /* "neutral", "improved", "regressed", "inconclusive". Static string. */
 const char *ab_outcome_name(enum ab_outcome outcome);
 /* "XS" .. "XL" for 0..4, "none" otherwise. Static string. */
@@ -223,15 +255,16 @@ void ab_speed_ctx_name(char *buf, size_t size, int ctx);
 
 /*
  * The regression label of a series: "regression-<ctx>" for decode_tps, "regression-<ctx>-pp" for
- * prefill_tps, prefixed by the model ("regression-<model>-<ctx>") unless the model is the primary
- * one. The model name is reduced to [A-Za-z0-9._-] (others become '-') and cut so that the label
+ * prefill_tps, "regression-spec-<ctx>" for spec_decode_tps, prefixed by the model
+ * ("regression-<model>-<ctx>") unless the model is the primary one. The model name is reduced to [A-Za-z0-9._-] (others become '-') and cut so that the label
  * fits GitHub's 50 characters with its context and suffix whole. Other metrics get
  * "regression-<ctx>-<metric>".
  */
 void ab_speed_regression_label(char *buf, size_t size, const char *model, int primary,
 	const char *metric, int ctx);
 
-/* A short human name of a metric: "decode", "prefill", else the metric itself. Static or `metric`. */
+/* A short human name of a metric: "decode", "prefill", "spec decode", "tau", "spec speedup", else the
+ * metric itself. Static or `metric`. */
 const char *ab_speed_metric_short(const char *metric);
 
 #endif

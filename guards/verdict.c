@@ -34,7 +34,8 @@ int ab_verdict_label_is_managed(const char *label)
 		return 1;
 	if (strncmp(label, "eval-", 5) == 0 && strchr(label, ':'))
 		return 1;
-	return strcmp(label, "accuracy-regression") == 0 || strcmp(label, "harness-touched") == 0;
+	return strcmp(label, "accuracy-regression") == 0 || strcmp(label, "harness-touched") == 0 ||
+	       strcmp(label, "tau-regression") == 0 || strcmp(label, "spec-mismatch") == 0;
 }
 
 size_t ab_verdict_harness_match(const char **out, size_t cap, const char *const *changed,
@@ -238,6 +239,42 @@ static void model_labels(struct ab_verdict *v, const struct ab_verdict_input *in
 	}
 }
 
+/* Whether speculative decoding was evaluated: spec-family series or a spec_exact gate. */
+static int spec_evaluated(const struct ab_verdict_input *in)
+{
+	if (in->speed && in->speed->n_spec > 0)
+		return 1;
+	for (size_t i = 0; i < in->n_gates; i++)
+		if (strcmp(in->gates[i].name, "spec_exact") == 0)
+			return 1;
+	return 0;
+}
+
+/* eval-<kind>:<tier|none|REJECT|infra-error> of the spec family: REJECT on a confirmed spec or tau
+ * regression or a failed spec_exact gate, infra when those could not be measured, else its tier. */
+static void spec_label(struct ab_verdict *v, const struct ab_verdict_input *in)
+{
+	const struct ab_speed_result *speed = in->speed;
+	int failed = speed && speed->spec_reject, error = speed == NULL || speed->spec_infra || speed->infra;
+	for (size_t i = 0; i < in->n_gates; i++) {
+		const struct ab_gate_result *g = &in->gates[i];
+		if (strcmp(g->name, "spec_exact") != 0 || g->advisory)
+			continue;
+		failed |= !g->error && !g->pass;
+		error |= g->error;
+	}
+	int tier = speed ? speed->spec_tier : -1;
+	enum ab_verdict_kind kind = failed ? AB_VERDICT_REJECT : error ? AB_VERDICT_INFRA :
+		tier >= 0 ? AB_VERDICT_TIER : AB_VERDICT_NONE;
+	char kind_name[24], label[64];
+	snprintf(kind_name, sizeof(kind_name), "%s", in->spec_kind && in->spec_kind[0] ? in->spec_kind : "dflash");
+	for (char *p = kind_name; *p; p++)
+		if (*p == ' ' || *p == ':' || *p == ',')
+			*p = '-';
+	snprintf(label, sizeof(label), "eval-%s:%s", kind_name, ab_verdict_label_name(kind, tier) + 5);
+	add_label(v, label);
+}
+
 static void tier_phrase(char *buf, size_t size, const struct ab_speed_result *speed, int tier)
 {
 	if (tier >= 0)
@@ -294,9 +331,10 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 		char others[64] = "";
 		if (n_regressions > 1)
 			snprintf(others, sizeof(others), "; %d contexts regressed in all", n_regressions);
-		set_reason(&v, "%s is %.1f%% slower (95%% CI %+.1f%% to %+.1f%%, %d pairs), below %.2fx base "
-			"with family-wise confidence%s%s.", name, -pct(worst->ratio), pct(worst->ci.lo),
-			pct(worst->ci.hi), worst->n_pairs, speed->regression_ratio,
+		set_reason(&v, "%s is %.1f%% %s (95%% CI %+.1f%% to %+.1f%%, %d pairs), below %.2fx base "
+			"with family-wise confidence%s%s.", name, -pct(worst->ratio),
+			strcmp(worst->metric, AB_METRIC_TAU) == 0 ? "lower" : "slower", pct(worst->ci.lo),
+			pct(worst->ci.hi), worst->n_pairs, worst->regression_ratio,
 			worst->confirm.tested ? " and confirmed by an independent batch" : "", others);
 	} else if (in->infra_error || error_gate || (speed && speed->infra) || speed == NULL) {
 		v.kind = AB_VERDICT_INFRA;
@@ -329,6 +367,8 @@ int ab_verdict_decide(struct ab_verdict *out, const struct ab_verdict_input *in)
 	add_label(&v, v.label);                 /* the label first, as verdict.h promises */
 	if (gate_reject)
 		gate_labels(&v, in);
+	if (spec_evaluated(in) && in->base_build == AB_BUILD_OK && in->head_build == AB_BUILD_OK)
+		spec_label(&v, in);
 	model_labels(&v, in);
 	regression_labels(&v, speed);
 

@@ -19,8 +19,13 @@
  * change it. With more than one model, `eval-<model>:<tier|none|REJECT|infra-error>` is added per
  * model (the model name cut to fit GitHub's 50 characters; a gate counts for the model its `model`
  * field names). `harness-touched` is added whenever the PR changes a harness path, with a note.
- * Label order: the `eval:` label, the failed gates' labels, per-model labels, regression labels,
- * `harness-touched`.
+ * Speculative decoding (spec-family series of speed.h, the spec_exact gate of spec.h) joins the
+ * same precedence: a spec-mismatch gate or a confirmed tau-regression / regression-spec-<ctx> is a
+ * REJECT like any other, and the spec family's tier competes with the plain family's for the
+ * `eval:` tier. Where spec was evaluated, `eval-dflash:<tier|none|REJECT|infra-error>` (the kind from
+ * the SUT's ready line) gives the spec family's own outcome.
+ * Label order: the `eval:` label, the failed gates' labels, eval-dflash, per-model labels, regression
+ * labels, `harness-touched`.
  */
 #ifndef AB_VERDICT_H
 #define AB_VERDICT_H
@@ -79,6 +84,8 @@ struct ab_verdict_input {
 	const struct ab_speed_result *speed; /* NULL when speed was not measured */
 	const struct ab_gate_result *gates;
 	size_t n_gates;
+	const char *spec_kind;              /* speculative-decoding kind for the eval-<kind>: label (the
+	                                     * SUT's ready line, "dflash"); NULL: "dflash" */
 	const char *const *harness_touched; /* changed files under harness paths (ab_verdict_harness_match) */
 	size_t n_harness_touched;
 };
@@ -102,7 +109,8 @@ const char *ab_verdict_label_name(enum ab_verdict_kind kind, int tier);
 
 /*
  * Whether a label belongs to the sets abgate manages (so a poster removes stale ones): `eval:*`,
- * `eval-*:*`, `regression-*`, `accuracy-regression`, `harness-touched`.
+ * `eval-*:*`, `regression-*`, `accuracy-regression`, `tau-regression`, `spec-mismatch`,
+ * `harness-touched`.
  */
 int ab_verdict_label_is_managed(const char *label);
 

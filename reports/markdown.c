@@ -151,6 +151,95 @@ static const char metric_header[] =
 	"| model | metric | ctx | base | head | \xce\x94 (95% CI) | pairs | outcome | gate |\n"
 	"|:--|:--|--:|--:|--:|:--|--:|:--|:--|\n";
 
+static int is_spec_metric(const json_t *m)
+{
+	const char *family = ab_render_str(m, "family");
+	return family && strcmp(family, "spec") == 0;
+}
+
+/* The metric of `name` for (model, ctx), NULL when absent. Borrowed. */
+static const json_t *metric_find(const json_t *metrics, const char *name, const char *model, long long ctx)
+{
+	size_t i;
+	const json_t *m;
+	json_array_foreach(metrics, i, m) {
+		const char *n = ab_render_str(m, "name"), *mm = ab_render_str(m, "model");
+		if (n && mm && model && strcmp(n, name) == 0 && strcmp(mm, model) == 0 &&
+		    ab_render_int(m, "ctx", -1) == ctx)
+			return m;
+	}
+	return NULL;
+}
+
+/* "4.02 → 3.98" from a metric's base and head medians, with a decimal count that fits the values. */
+static void medians_cell(struct ab_text *t, const json_t *m, const char *unit)
+{
+	if (m == NULL) {
+		ab_text_puts(t, "n/a");
+		return;
+	}
+	char b[32], h[32];
+	double vb = ab_render_num(json_object_get(m, "base"), "median"), vh = ab_render_num(json_object_get(m, "head"), "median");
+	snprintf(b, sizeof(b), isfinite(vb) ? "%.2f%s" : "n/a", vb, unit);
+	snprintf(h, sizeof(h), isfinite(vh) ? "%.2f%s" : "n/a", vh, unit);
+	ab_text_printf(t, "%s \xe2\x86\x92 %s", b, h);
+}
+
+/* "24/24" of one side's exactness record in doc.spec.models[model], "n/a" without one. */
+static void exact_cell(struct ab_text *t, const json_t *doc, const char *model, const char *side)
+{
+	const json_t *e = json_object_get(json_object_get(json_object_get(json_object_get(doc, "spec"), "models"),
+		model ? model : ""), side);
+	if (!json_is_object(e)) {
+		ab_text_puts(t, "n/a");
+		return;
+	}
+	long long compared = ab_render_int(e, "compared", 0), identical = ab_render_int(e, "identical", 0);
+	ab_text_printf(t, "%s%lld/%lld", identical == compared ? "" : "\xe2\x9d\x8c ", identical, compared);
+}
+
+/* Speculative decoding at a glance: per model x spec context, spec tok/s base and head with its
+ * interval, tau base -> head, the speedup over plain decode on each side, exactness, the gate. */
+static void render_spec(struct ab_text *t, const json_t *doc)
+{
+	const json_t *metrics = json_object_get(doc, "metrics"), *m;
+	size_t i;
+	int rows = 0;
+	json_array_foreach(metrics, i, m) {
+		const char *name = ab_render_str(m, "name"), *model = ab_render_str(m, "model");
+		if (!name || strcmp(name, "spec_decode_tps") != 0)
+			continue;
+		long long ctx_value = ab_render_int(m, "ctx", 0);
+		if (rows++ == 0)
+			ab_text_puts(t, "\n**Speculative decoding**\n\n"
+				"| model | ctx | spec tok/s base | head | \xce\x94 (95% CI) | \xcf\x84 base \xe2\x86\x92 head | "
+				"speedup vs plain | exact (head) | gate |\n"
+				"|:--|--:|--:|--:|:--|:--|:--|:--|:--|\n");
+		char ctx[24], base[32], head[32];
+		ab_render_ctx(ctx, sizeof(ctx), ctx_value);
+		ab_render_value(base, sizeof(base), ab_render_num(json_object_get(m, "base"), "median"));
+		ab_render_value(head, sizeof(head), ab_render_num(json_object_get(m, "head"), "median"));
+		const json_t *tau = metric_find(metrics, "tau", model, ctx_value);
+		ab_text_puts(t, "| ");
+		ab_text_md(t, model, 40);
+		ab_text_printf(t, " | %s | %s | %s | ", ctx, base, head);
+		pct_cell(t, ab_render_num(m, "ratio"), ab_render_num_at(m, "ci", 0), ab_render_num_at(m, "ci", 1));
+		ab_text_puts(t, " | ");
+		medians_cell(t, tau, "");
+		ab_text_puts(t, " | ");
+		medians_cell(t, metric_find(metrics, "spec_speedup", model, ctx_value), "\xc3\x97");
+		ab_text_puts(t, " | ");
+		exact_cell(t, doc, model, "head");
+		ab_text_puts(t, " | ");
+		/* The worse of the two gating claims of this context: a tau regression, else spec speed. */
+		if (tau && (json_is_true(json_object_get(tau, "confirmed")) || json_is_true(json_object_get(tau, "regression"))))
+			gate_cell(t, tau);
+		else
+			gate_cell(t, m);
+		ab_text_puts(t, " |\n");
+	}
+}
+
 static void render_gates(struct ab_text *t, const json_t *doc)
 {
 	const json_t *gates = json_object_get(doc, "gates");
@@ -409,6 +498,8 @@ int ab_markdown_render(char **out, const json_t *result, const struct ab_markdow
 		ab_text_puts(&t, metric_header);
 		for (; shown < n_metrics; shown++) {
 			ab_text_free(&row);
+			if (is_spec_metric(json_array_get(metrics, shown)))
+				continue;          /* in the spec section below */
 			metric_row(&row, json_array_get(metrics, shown));
 			if (t.len + row.len + reserve > o.max_chars)
 				break;
@@ -417,6 +508,10 @@ int ab_markdown_render(char **out, const json_t *result, const struct ab_markdow
 		if (shown < n_metrics)
 			ab_text_printf(&t, "\n_Table cut: %zu of %zu metric rows shown; the stored result has "
 				"all of them._\n", shown, n_metrics);
+		ab_text_free(&row);
+		render_spec(&row, result);
+		if (t.len + row.len + reserve <= o.max_chars)
+			ab_text_append(&t, row.buf ? row.buf : "", row.len);
 	} else {
 		ab_text_puts(&t, "_No speed metrics were measured._\n");
 	}

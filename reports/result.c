@@ -121,7 +121,9 @@ static json_t *metric_json(struct builder *b, const struct ab_speed_series *s)
 	set(b, o, "model", str_lossy(s->model));
 	set(b, o, "ctx", json_integer(s->ctx));
 	set(b, o, "gating", json_boolean(s->gating));
+	set(b, o, "family", json_string(s->spec ? "spec" : "plain"));
 	set(b, o, "margin", num(s->margin));
+	set(b, o, "regression_ratio", num(s->regression_ratio));
 	set(b, base, "median", num(s->base.median));
 	set(b, base, "n", json_integer(s->base.n));
 	set(b, base, "failed", json_integer(s->base.failed));

@@ -49,6 +49,25 @@
  *   score_ascending 0|1 list each position's "top" entries least likely first (the protocol does
  *                      not order them) (0)
  *   quit_exit C        exit code on quit (0)
+ *
+ * Speculative decoding (Contract 1's "spec"), greedy and so token-exact unless told otherwise:
+ *   draft PATH         started with a draft (any non-empty value, e.g. --draft {draft}): the ready line
+ *                      says "spec":{"kind":"dflash","block_size":B}; without one, "spec":true requests
+ *                      get an error event ("")
+ *   block_size B       draft block (16)
+ *   accept_len T       mean accept length tau over prompts, bonus token included (4)
+ *   accept_spread S    per-prompt tau = accept_len * (1 + S * u), u uniform in [-1, 1) from the prompt
+ *                      hash, so tau is deterministic per prompt, as greedy tau is per prompt and build;
+ *                      clipped to [1, B] (0.3)
+ *   verify_cost F      one verify window costs F plain decode steps (1)
+ *   draft_cost F       one draft pass costs F plain decode steps, divided by draft_speed (0.6)
+ *   draft_speed F      1.25 is a 25% faster draft (1)
+ *   spec_disabled 0|1  "spec":true decodes plainly: tau 1, no draft cost (a build that switched it off) (0)
+ *   spec_diverge_at N  speculative tokens from index N on differ from the plain ones; -1 = off
+ *   spec_diverge_file PATH  with spec_diverge_at: only the first spec_diverge_count speculative
+ *                      answers long enough to diverge (more than spec_diverge_at tokens), counted in
+ *                      this locked file across processes, diverge (1)
+ *   spec_stats_lie F   multiplies the accept_mean the stats report (1)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,7 +106,10 @@ static struct setting settings[] = {
 	{"huge_after", -1, NULL}, {"huge_bytes", 67108864, NULL}, {"error_after", -1, NULL},
 	{"oom_after", -1, NULL}, {"wrong_id_after", -1, NULL}, {"short_after", -1, NULL},
 	{"diverge_at", -1, NULL}, {"score_noise", 0, NULL}, {"score_ascending", 0, NULL},
-	{"quit_exit", 0, NULL},
+	{"quit_exit", 0, NULL}, {"draft", 0, NULL}, {"block_size", 16, NULL}, {"accept_len", 4, NULL},
+	{"accept_spread", 0.3, NULL}, {"verify_cost", 1, NULL}, {"draft_cost", 0.6, NULL}, {"draft_speed", 1, NULL},
+	{"spec_disabled", 0, NULL}, {"spec_diverge_at", -1, NULL}, {"spec_diverge_file", 0, NULL},
+	{"spec_diverge_count", 1, NULL}, {"spec_stats_lie", 1, NULL},
 };
 
 static struct setting *find_setting(const char *key, size_t len)
@@ -498,24 +520,32 @@ static int active(const char *key)
 	return n >= 0 && requests > n;
 }
 
+/* A count kept in a locked file across processes: returns the value before this call's +1, or
+ * `fallback` when the file cannot be used. */
+static double counter_next(const char *file, double fallback)
+{
+	double count = fallback;
+	int fd = open(file, O_RDWR | O_CREAT, 0644);
+	if (fd >= 0) {
+		char buf[32] = {0};
+		flock(fd, LOCK_EX);
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+		count = n > 0 ? atof(buf) : 0;
+		int w = snprintf(buf, sizeof(buf), "%.0f\n", count + 1);
+		if (ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)w, 0) < 0)
+			count = fallback;
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
+	return count;
+}
+
 static double drift_factor(void)
 {
 	double count = requests - 1;
 	const char *file = str("drift_file");
-	if (file && *file && num("drift") != 0) {
-		int fd = open(file, O_RDWR | O_CREAT, 0644);
-		if (fd >= 0) {
-			char buf[32] = {0};
-			flock(fd, LOCK_EX);
-			ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-			count = n > 0 ? atof(buf) : 0;
-			int w = snprintf(buf, sizeof(buf), "%.0f\n", count + 1);
-			if (ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)w, 0) < 0)
-				count = 0;
-			flock(fd, LOCK_UN);
-			close(fd);
-		}
-	}
+	if (file && *file && num("drift") != 0)
+		count = counter_next(file, count);
 	double epoch = num("drift_epoch") > 0 ? num("drift_epoch") : t_process_start;
 	return (1 + num("drift") * count) * (1 + num("drift_per_s") * (now_s(CLOCK_REALTIME) - epoch));
 }
@@ -572,6 +602,38 @@ static int misbehave(const char *id)
 	return 0;
 }
 
+static int has_draft(void)
+{
+	const char *d = str("draft");
+	return d && *d;
+}
+
+/* How a speculative answer of n tokens goes: the first token from prefill, the other n - 1 in
+ * `steps` target steps of a deterministic per-prompt tau; diverge_at >= 0 when this answer differs. */
+struct spec_plan {
+	int steps;
+	double tau;         /* (n - 1) / steps, what an honest engine reports */
+	int diverge_at;
+};
+
+static void spec_plan_make(struct spec_plan *sp, uint64_t h, int n)
+{
+	double block = num("block_size") >= 2 ? num("block_size") : 2;
+	double u = (double)(mix64(h ^ 0x5bd1e9955bd1e995ULL) >> 11) / 9007199254740992.0 * 2 - 1;
+	double tau = num("spec_disabled") ? 1 : num("accept_len") * (1 + num("accept_spread") * u);
+	tau = tau < 1 ? 1 : tau > block ? block : tau;
+	sp->steps = n > 1 ? (int)ceil((n - 1) / tau) : 1;
+	if (sp->steps < 1)
+		sp->steps = 1;
+	sp->tau = n > 1 ? (double)(n - 1) / sp->steps : 1;
+	sp->diverge_at = -1;
+	if (num("spec_diverge_at") >= 0 && n > num("spec_diverge_at")) {
+		const char *file = str("spec_diverge_file");
+		if (!file || !*file || counter_next(file, 0) < num("spec_diverge_count"))
+			sp->diverge_at = (int)num("spec_diverge_at");
+	}
+}
+
 static void do_generate(const struct jv *req, const char *id)
 {
 	const struct jv *prompt = get(req, "prompt"), *max = get(req, "max_tokens"), *spec = get(req, "spec");
@@ -586,6 +648,11 @@ static void do_generate(const struct jv *req, const char *id)
 			return;
 		}
 	int n = (int)max->num;
+	int speculative = spec && spec->type == J_BOOL && spec->num;
+	if (speculative && !has_draft()) {
+		reply_error(id, "speculative decoding needs a draft (start with --draft FILE)");
+		return;
+	}
 	double factor = process_factor * drift_factor();
 	double prefill_rate = num("prefill_tps") * num("prefill_speed") * num("speed");
 	double decode_rate = num("decode_tps") * num("decode_speed") * num("speed");
@@ -597,21 +664,38 @@ static void do_generate(const struct jv *req, const char *id)
 	double t_first = now_s(CLOCK_MONOTONIC);
 	printf("{\"id\":%s,\"event\":\"first\"}\n", id);
 	fflush(stdout);
-	if (token_s > 0)
-		for (int i = 1; i < n; i++)
-			sleep_until(t_first + i * token_s);
+	uint64_t h = prompt_hash(prompt, prompt->n);
+	struct spec_plan sp = { n - 1, 1.0, 0 };
+	if (speculative)
+		spec_plan_make(&sp, h, n);
+	if (token_s > 0) {
+		if (speculative) {  /* a step of tau tokens costs a verify window and a draft pass */
+			double step_s = token_s * (num("spec_disabled") ? 1.0 : num("verify_cost") +
+				num("draft_cost") / (num("draft_speed") > 0 ? num("draft_speed") : 1));
+			for (int k = 1; k <= sp.steps; k++)
+				sleep_until(t_first + k * step_s);
+		} else {
+			for (int i = 1; i < n; i++)
+				sleep_until(t_first + i * token_s);
+		}
+	}
 	double t_done = now_s(CLOCK_MONOTONIC);
 	int n_out = active("short_after") ? n - 1 : n;
-	uint64_t h = prompt_hash(prompt, prompt->n);
 	printf("{\"id\":%s,\"event\":\"done\",\"tokens\":[", active("wrong_id_after") ? "987654321" : id);
 	int diverge_at = (int)num("diverge_at");
+	if (speculative && sp.diverge_at >= 0 && (diverge_at < 0 || sp.diverge_at < diverge_at))
+		diverge_at = sp.diverge_at;
 	for (int i = 0; i < n_out; i++) {
 		uint64_t t = mix64(h + (uint64_t)i) + (diverge_at >= 0 && i >= diverge_at);
 		printf(i ? ",%d" : "%d", (int)(t % (uint64_t)vocab));
 	}
 	printf("],\"stats\":{\"prefill_ms\":%.3f,\"decode_ms\":%.3f", (t_first - t0) * 1e3, (t_done - t_first) * 1e3);
-	if (spec && spec->type == J_BOOL && spec->num)
-		printf(",\"accept_mean\":1.0,\"target_steps\":%d", n);
+	if (speculative) {
+		int block = (int)num("block_size");
+		printf(",\"target_steps\":%d,\"drafted\":%ld,\"accepted\":%d,\"accept_mean\":%.6f", sp.steps,
+			num("spec_disabled") ? 0L : (long)sp.steps * (block - 1), num("spec_disabled") ? 0 : n - 1 - sp.steps,
+			sp.tau * num("spec_stats_lie"));
+	}
 	printf("}}\n");
 	fflush(stdout);
 }
@@ -787,8 +871,13 @@ int main(int argc, char **argv)
 	if (str("ready_json"))
 		printf("%s\n", str("ready_json"));
 	else
+	{
 		printf("{\"ready\":true,\"protocol\":1,\"engine\":\"mock_sut\",\"model\":{\"name\":\"mock\","
-			"\"vocab_size\":%d},\"device\":\"cpu (mock)\"}\n", (int)num("vocab"));
+			"\"vocab_size\":%d},\"device\":\"cpu (mock)\"", (int)num("vocab"));
+		if (has_draft())
+			printf(",\"spec\":{\"kind\":\"dflash\",\"block_size\":%d}", (int)num("block_size"));
+		printf("}\n");
+	}
 	fflush(stdout);
 
 	size_t cap = 1 << 16, len = 0;

@@ -5,6 +5,7 @@
  */
 #include "testutil.h"
 
+#include <math.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -283,6 +284,94 @@ static void test_suite_errors(void)
 	free(big);
 }
 
+/* minimal_suite with a draft on m1, the SUT started with it, and a spec section. */
+static const char *spec_suite =
+	"{\"schema\":\"abgate.suite/1\",\"name\":\"spec\","
+	" \"build\":{\"build\":[\"make\",\"-C\",\"{src}\"]},"
+	" \"sut\":{\"command\":[\"{build}/sut\",\"--model\",\"{model}\",\"--draft\",\"{draft}\"]},"
+	" \"models\":[{\"name\":\"m1\",\"path\":\"{state}/m1.bin\","
+	"              \"draft\":{\"path\":\"{state}/m1-draft.bin\","
+	"                         \"generate\":[\"gen\",\"--for\",\"{model}\",\"-o\",\"{draft}\"]}}],"
+	" \"speed\":{\"decode\":{\"contexts\":[128,512]}},"
+	" \"spec\":{\"contexts\":[128,4096],\"gen_tokens\":64,\"prompts\":\"{state}/spec.json\","
+	"           \"regression_ratio\":0.97,\"tau_floor_ratio\":0.9,\"tiers\":{\"XS\":0.05,\"S\":0.1,\"M\":0.2,"
+	"           \"L\":0.3,\"XL\":0.5}}}";
+
+/* The spec section and models[].draft: values, defaults, the round trip and every error. */
+static void test_suite_spec(void)
+{
+	struct ab_suite *suite = NULL, *again = NULL;
+	CHECK(ab_suite_load_buffer(&suite, spec_suite, strlen(spec_suite), NULL) == 0);
+	if (suite) {
+		CHECK(suite->models[0].has_draft);
+		CHECK_STR(suite->models[0].draft.path, "{state}/m1-draft.bin");
+		CHECK(suite->models[0].draft.generate.argc == 5);
+		CHECK(suite->spec.count == 2 && suite->spec.contexts[1] == 4096);
+		CHECK(suite->spec.gen_tokens == 64);
+		CHECK_STR(suite->spec.prompts, "{state}/spec.json");
+		CHECK(fabs(suite->spec.regression_ratio - 0.97) < 1e-12);
+		CHECK(fabs(suite->spec.tau_floor_ratio - 0.9) < 1e-12);
+		CHECK(suite->spec.own_tiers && fabs(suite->spec.tiers[2].min_gain - 0.2) < 1e-12);
+		CHECK(fabs(suite->tiers[2].min_gain - 0.06) < 1e-12);   /* the suite's own stay the defaults */
+		json_t *dump = ab_suite_to_json(suite);
+		char *text = json_dumps(dump, 0);
+		CHECK(text && ab_suite_load_buffer(&again, text, strlen(text), NULL) == 0);
+		if (again) {
+			CHECK(again->models[0].has_draft && again->spec.count == 2 && again->spec.own_tiers);
+			CHECK_STR(again->models[0].draft.generate.argv[4], "{draft}");
+			CHECK(fabs(again->spec.tiers[4].min_gain - 0.5) < 1e-12);
+		}
+		free(text);
+		json_decref(dump);
+	}
+	ab_suite_free(suite);
+	ab_suite_free(again);
+
+	/* Defaults: the suite's tiers, 128 tokens, 0.98 and 0.95, no corpus. */
+	const char *defaults =
+		"{\"schema\":\"abgate.suite/1\",\"name\":\"d\",\"build\":{\"build\":[\"make\"]},"
+		" \"sut\":{\"command\":[\"sut\",\"{draft}\"]},"
+		" \"models\":[{\"name\":\"m\",\"path\":\"m.bin\",\"draft\":{\"path\":\"d.bin\"}}],"
+		" \"speed\":{\"decode\":{\"contexts\":[128]}},\"tiers\":{\"XS\":0.03},\"spec\":{\"contexts\":[256]}}";
+	suite = NULL;
+	CHECK(ab_suite_load_buffer(&suite, defaults, strlen(defaults), NULL) == 0);
+	if (suite) {
+		CHECK(suite->spec.gen_tokens == 128 && suite->spec.prompts == NULL && !suite->spec.own_tiers);
+		CHECK(fabs(suite->spec.regression_ratio - 0.98) < 1e-12 && fabs(suite->spec.tau_floor_ratio - 0.95) < 1e-12);
+		CHECK(fabs(suite->spec.tiers[0].min_gain - 0.03) < 1e-12);
+	}
+	ab_suite_free(suite);
+
+	const char *s = spec_suite, *m = minimal_suite;
+	expect_invalid(s, "spec.bogus", json_integer(1), "spec.bogus: unknown key", NULL);
+	expect_invalid(s, "models[0].draft.bogus", json_integer(1), "models[0].draft.bogus: unknown key", NULL);
+	expect_invalid(s, "models[0].draft.path", NULL, "models[0].draft.path: required key is missing", NULL);
+	expect_invalid(s, "models[0].draft.path", json_integer(3), "models[0].draft.path: expected a string", NULL);
+	expect_invalid(s, "models[0].draft.sha256", json_string("xyz"), "models[0].draft.sha256: expected 64 hexadecimal", NULL);
+	expect_invalid(s, "models[0].draft.generate", json_string("gen"), "models[0].draft.generate: expected a non-empty array", NULL);
+	expect_invalid(s, "models[0].draft", json_array(), "models[0].draft: expected an object", NULL);
+	expect_invalid(s, "spec.contexts[0]", json_string("4k"), "spec.contexts[0]: expected a positive integer", NULL);
+	expect_invalid(s, "spec.contexts[1]", json_integer(128), "spec.contexts[1]: context 128 is listed twice", NULL);
+	expect_invalid(s, "spec.gen_tokens", json_integer(1), "spec.gen_tokens: expected an integer in [2,", NULL);
+	expect_invalid(s, "spec.prompts", json_integer(1), "spec.prompts: expected a string", NULL);
+	expect_invalid(s, "spec.regression_ratio", json_real(1.2), "spec.regression_ratio: expected a number in (0, 1]", NULL);
+	expect_invalid(s, "spec.tau_floor_ratio", json_integer(0), "spec.tau_floor_ratio: expected a number in (0, 1]", NULL);
+	expect_invalid(s, "spec.tiers.S", json_real(0.01), "spec.tiers.S: tier thresholds must increase", NULL);
+	expect_invalid(s, "spec.tiers.XXL", json_real(0.9), "spec.tiers.XXL: unknown key", NULL);
+	expect_invalid(s, "spec", json_array(), "spec: expected an object", NULL);
+	/* spec contexts need a model with a draft; {draft} needs every model to have one */
+	expect_invalid(m, "spec", json_pack("{s:[i]}", "contexts", 128), "spec: spec.contexts are given but no model has a draft", NULL);
+	expect_invalid(m, "sut.command[0]", json_string("{draft}/x"), "sut.command: uses {draft}, but model \"m1\" has no draft", NULL);
+	expect_invalid(s, "build.build[0]", json_string("{draft}"), "build: {draft} is only substituted in SUT commands", NULL);
+	expect_invalid(s, "models[0].path", json_string("{draft}.gguf"), "models[0] (m1): {draft} is only substituted", NULL);
+	{
+		json_t *many = json_array();
+		for (int i = 1; i <= AB_SUITE_CONTEXTS_MAX - 1; i++)
+			json_array_append_new(many, json_integer(1000 + i));
+		expect_invalid(s, "spec.contexts", many, "distinct contexts in decode, prefill and spec together", NULL);
+	}
+}
+
 /* A model may name several references (the CPU engine and HF transformers, say). */
 static void test_suite_references(void)
 {
@@ -338,7 +427,7 @@ int main(int argc, char **argv)
 	static const struct tu_case cases[] = {
 		{ "cpu_json", test_suite_cpu_json }, { "round_trip", test_suite_round_trip },
 		{ "defaults_and_build_hash", test_suite_defaults_and_build_hash }, { "errors", test_suite_errors },
-		{ "references", test_suite_references }, { "files", test_suite_files },
+		{ "references", test_suite_references }, { "files", test_suite_files }, { "spec", test_suite_spec },
 	};
 
 #ifdef ABGATE_SOURCE_DIR

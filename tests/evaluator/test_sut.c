@@ -117,6 +117,71 @@ static void parse_ready(void)
 	free(deep);
 }
 
+/* The ready line's spec object and the stats of a speculative answer; a SUT without a draft. */
+static void spec(void)
+{
+	struct ab_sut_spec_info info;
+	json_error_t jerr;
+	static const struct { const char *json; int ok, present, block; } cases[] = {
+		{ "{\"ready\":true}", 1, 0, 0 },
+		{ "{\"spec\":null}", 1, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"dflash\",\"block_size\":16}}", 1, 1, 16 },
+		{ "{\"spec\":{\"kind\":\"eagle-3\"}}", 1, 1, 0 },
+		{ "{\"spec\":true}", 0, 0, 0 },
+		{ "{\"spec\":{}}", 0, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"\"}}", 0, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"a b\"}}", 0, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"dflash\",\"block_size\":1}}", 0, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"dflash\",\"block_size\":\"16\"}}", 0, 0, 0 },
+		{ "{\"spec\":{\"kind\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}", 0, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *ready = json_loads(cases[i].json, 0, &jerr);
+		int rc = ab_sut_parse_spec(&info, ready);
+		CHECK_EQ(rc == 0, cases[i].ok);
+		if (rc == 0)
+			CHECK(info.present == cases[i].present && info.block_size == cases[i].block);
+		json_decref(ready);
+	}
+
+	static const struct { const char *json; int ok; } stats[] = {
+		{ "{\"target_steps\":16,\"drafted\":240,\"accepted\":47,\"accept_mean\":3.9375}", 1 },
+		{ "{\"target_steps\":63,\"drafted\":0,\"accepted\":0,\"accept_mean\":1}", 1 },
+		{ "{\"target_steps\":0,\"drafted\":0,\"accepted\":0,\"accept_mean\":1}", 0 },
+		{ "{\"target_steps\":64,\"drafted\":0,\"accepted\":0,\"accept_mean\":1}", 0 },   /* > n - 1 */
+		{ "{\"target_steps\":16,\"drafted\":10,\"accepted\":11,\"accept_mean\":3.9}", 0 },
+		{ "{\"target_steps\":16,\"drafted\":240,\"accepted\":47}", 0 },
+		{ "{\"target_steps\":16,\"drafted\":240,\"accepted\":47,\"accept_mean\":0.5}", 0 },
+		{ "{\"target_steps\":16.5,\"drafted\":240,\"accepted\":47,\"accept_mean\":3.9}", 0 },
+		{ "{\"target_steps\":16,\"drafted\":-1,\"accepted\":0,\"accept_mean\":3.9}", 0 },
+		{ "[]", 0 },
+	};
+	for (size_t i = 0; i < sizeof(stats) / sizeof(stats[0]); i++) {
+		struct ab_sut_spec_stats st;
+		json_t *o = json_loads(stats[i].json, 0, &jerr);
+		CHECK_EQ(ab_sut_parse_spec_stats(&st, o, 64) == 0, stats[i].ok);
+		json_decref(o);
+	}
+	struct ab_sut_spec_stats st;
+	CHECK_EQ(ab_sut_parse_spec_stats(&st, NULL, 64), AB_EINVALID);
+
+	/* Without a draft the ready line says nothing and spec:true is an error event, the SUT serving on. */
+	struct ab_sut_config cfg = default_cfg();
+	struct ab_sut_fault fault;
+	struct ab_sut_gen gen;
+	int32_t prompt[32];
+	make_prompt(prompt, 32, 1000, 2);
+	ab_sut *sut = START_MOCK("--vocab", "1000");
+	CHECK(!ab_sut_spec(sut)->present);
+	CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 32, 8, 1) < 0);
+	CHECK_EQ(fault.kind, AB_SUT_SUT_ERROR);
+	CHECK(strstr(fault.reason, "draft") != NULL);
+	CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 32, 8, 0) == 0);
+	ab_sut_gen_clear(&gen);
+	CHECK(ab_sut_quit(NULL, sut) == 0);
+	ab_sut_free(sut);
+}
+
 static void parse_reply(void)
 {
 	enum ab_sut_event ev;
@@ -190,7 +255,7 @@ static void generate(void)
 	struct ab_sut_fault fault;
 	struct ab_sut_gen gen, again;
 	int32_t prompt[500];
-	ab_sut *sut = START_MOCK("--vocab", "1000", "--decode_tps", "2000", "--prefill_tps", "50000");
+	ab_sut *sut = START_MOCK("--vocab", "1000", "--decode_tps", "2000", "--prefill_tps", "50000", "--draft", "d.bin");
 
 	make_prompt(prompt, 500, 1000, 1);
 	CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 500, 64, 0) == 0);
@@ -214,10 +279,14 @@ static void generate(void)
 	fprintf(stderr, "mock at 2000 tok/s decode, 50000 tok/s prefill: harness measured %.0f and %.0f (ttft %.2f ms)\n",
 		gen.decode_tps, gen.prefill_tps, gen.ttft_s * 1e3);
 
-	/* tokens are a function of the prompt: same prompt, same tokens; spec is accepted */
+	/* tokens are a function of the prompt: same prompt, same tokens; spec (the mock has a draft) is
+	 * exact and its stats are consistent */
+	CHECK(ab_sut_spec(sut)->present && strcmp(ab_sut_spec(sut)->kind, "dflash") == 0);
 	CHECK(ab_sut_generate(&again, &fault, sut, prompt, 500, 64, 1) == 0);
 	CHECK(memcmp(gen.tokens, again.tokens, sizeof(int32_t) * 64) == 0);
-	CHECK(json_is_number(json_object_get(again.stats, "accept_mean")));
+	struct ab_sut_spec_stats st;
+	CHECK(ab_sut_parse_spec_stats(&st, again.stats, 64) == 0);
+	CHECK(fabs(st.accept_mean - 63.0 / st.target_steps) < 1e-4 && st.accepted <= st.drafted);
 	ab_sut_gen_clear(&again);
 	ab_sut_gen_clear(&gen);
 	CHECK(ab_sut_quit(NULL, sut) == 0);
@@ -647,7 +716,7 @@ static void mock_standalone(void)
 int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
-		{"parse_ready", parse_ready}, {"parse_reply", parse_reply}, {"ready", ready},
+		{"parse_ready", parse_ready}, {"parse_reply", parse_reply}, {"ready", ready}, {"spec", spec},
 		{"generate", generate}, {"score", score}, {"error_event", error_event}, {"crash", crash},
 		{"abort", abort_}, {"oom", oom}, {"hang", hang}, {"never_ready", never_ready},
 		{"exit_immediately", exit_immediately}, {"garbage", garbage}, {"oversize", oversize},

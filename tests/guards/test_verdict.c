@@ -4,11 +4,13 @@
  * harness-touched note and label-set helpers. Speed results are built by hand (and once by
  * ab_speed_decide) so each rule is tested on its own.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
 #include "error.h"
 #include "sim.h"
+#include "spec.h"
 #include "verdict.h"
 
 static struct ab_speed_series series[4];
@@ -362,6 +364,137 @@ static void test_end_to_end(void)
 	ab_speed_result_free(r);
 }
 
+/* Measures `shape` (one model "m") through ab_speed_decide to the end, confirmation included, and
+ * decides with `gates`. Returns the speed result (caller frees) and fills *v. */
+static struct ab_speed_result *spec_decide(struct ab_verdict *v, const struct sim_series *shape, int n_shape,
+	const struct ab_gate_result *gates, size_t n_gates, uint64_t seed)
+{
+	static struct ab_sample samples[8 * 2 * 64];
+	struct sim sim = { shape, n_shape, SIM_NORMAL, 0.01, 0, 0 };
+	struct ab_rng rng;
+	ab_rng_seed(&rng, seed);
+	struct ab_speed_policy p;
+	ab_speed_policy_init(&p);
+	p.pairs_max = 20;
+	struct ab_speed_result *r = NULL;
+	size_t n = 0;
+	int pairs[2] = { 0, 0 }, next = 0, batch = 0, target;
+	CHECK(ab_speed_pairs_needed(&target, NULL, &p, 0) == 0);
+	for (int look = 0; look < 8; look++) {
+		n = sim_pairs(samples, n, &sim, &rng, next, next + (target - pairs[batch]), batch);
+		next += target - pairs[batch];
+		pairs[batch] = target;
+		ab_speed_result_free(r);
+		r = NULL;
+		CHECK(ab_speed_decide(&r, samples, n, &p) == 0);
+		if (r == NULL || !r->open)
+			break;
+		batch = r->next_batch;
+		target = r->next_pairs;
+	}
+	struct ab_verdict_input in = input();
+	in.speed = r;
+	in.gates = gates;
+	in.n_gates = n_gates;
+	CHECK(ab_verdict_decide(v, &in) == 0);
+	return r;
+}
+
+/* Speculative decoding: tau gates only downwards against its own 0.95 floor and is labelled
+ * tau-regression; spec tok/s gates like decode and its tier is eval-dflash's and may be the headline;
+ * the spec_exact gate rejects a diverging head, and a diverging base makes the family infra. */
+static void test_spec(void)
+{
+	struct ab_verdict v;
+	struct ab_speed_result *r;
+	const struct sim_series same[] = {
+		{ "m", "decode_tps", 128, 1.0 }, { "m", "spec_decode_tps", 128, 1.0 }, { "m", "tau", 128, 1.0 },
+		{ "m", "spec_speedup", 128, 1.0 },
+	};
+	r = spec_decide(&v, same, 4, NULL, 0, 11);
+	CHECK(v.kind == AB_VERDICT_NONE && has_label(&v, "eval-dflash:none") && v.n_labels == 2);
+	CHECK(r && r->n_spec == 3 && r->n_gating == 3);   /* spec_speedup is reported, not gated */
+	CHECK(r && strstr(r->method, "speculative-decoding series") && strstr(r->method, "0.95x"));
+	ab_speed_result_free(r);
+
+	/* Speculation switched off: tau 1/4 of base, plain decode 3% faster. */
+	const struct sim_series off[] = {
+		{ "m", "decode_tps", 128, 1.03 }, { "m", "spec_decode_tps", 128, 0.4 }, { "m", "tau", 128, 0.25 },
+	};
+	r = spec_decide(&v, off, 3, NULL, 0, 12);
+	CHECK(v.kind == AB_VERDICT_REJECT);
+	CHECK(has_label(&v, "tau-regression") && has_label(&v, "regression-spec-128"));
+	CHECK(has_label(&v, "eval-dflash:REJECT"));
+	CHECK(r && r->spec_reject && r->models[0].spec_reject);
+	printf("spec off: %s | %s\n", v.label, v.reason);
+	ab_speed_result_free(r);
+
+	/* 3% lower tau is above the 0.95 floor, and a higher tau earns nothing; 5% slower spec tok/s is below
+	 * its 0.98 floor while a 4% lower tau beside it is still above its own. */
+	const struct sim_series tau_floor[] = {
+		{ "m", "spec_decode_tps", 128, 1.0 }, { "m", "tau", 128, 0.97 }, { "m", "tau", 512, 1.3 },
+	};
+	r = spec_decide(&v, tau_floor, 3, NULL, 0, 13);
+	CHECK(v.kind == AB_VERDICT_NONE && !has_label(&v, "tau-regression"));
+	for (size_t i = 0; r && i < r->n_series; i++)
+		if (strcmp(r->series[i].metric, "tau") == 0)
+			CHECK(r->series[i].tier == -1 && r->series[i].no_tier && fabs(r->series[i].regression_ratio - 0.95) < 1e-12);
+	ab_speed_result_free(r);
+	const struct sim_series spec_slower[] = { { "m", "spec_decode_tps", 128, 0.95 }, { "m", "tau", 128, 0.96 } };
+	r = spec_decide(&v, spec_slower, 2, NULL, 0, 14);
+	CHECK(v.kind == AB_VERDICT_REJECT && has_label(&v, "regression-spec-128") && !has_label(&v, "tau-regression"));
+	ab_speed_result_free(r);
+
+	/* A faster draft: the spec tier is eval-dflash's and the headline's. */
+	const struct sim_series faster[] = {
+		{ "m", "decode_tps", 128, 1.0 }, { "m", "spec_decode_tps", 128, 1.25 }, { "m", "tau", 128, 1.0 },
+	};
+	r = spec_decide(&v, faster, 3, NULL, 0, 15);
+	CHECK(r && r->spec_tier >= 3 && r->tier == r->spec_tier);
+	CHECK(v.kind == AB_VERDICT_TIER && v.tier == r->spec_tier);
+	char want[32];
+	snprintf(want, sizeof(want), "eval-dflash:%s", ab_tier_name(r ? r->spec_tier : -1));
+	CHECK(has_label(&v, want));
+	printf("faster draft: %s %s\n", v.label, want);
+
+	/* Exactness: the head diverging is a REJECT; the base diverging makes the gate (and eval-dflash)
+	 * infra; nothing compared is infra too. */
+	struct ab_spec_exact ok = { 24, 24, -1, 0, 0, 0, "" }, bad = { 24, 23, 17, 512, 3, 0, "" };
+	struct ab_spec_exact none = { 0, 0, -1, 0, 0, 0, "" };
+	struct ab_gate_result g;
+	ab_spec_exact_gate(&g, "m", &ok, &bad);
+	CHECK(!g.pass && !g.error && g.value == 1 && strcmp(g.label, "spec-mismatch") == 0);
+	CHECK(strstr(g.detail, "token 17 (ctx 512, pair 3)") != NULL);
+	struct ab_speed_result *faster_r = r;
+	struct ab_verdict_input in = input();
+	in.speed = faster_r;
+	in.gates = &g;
+	in.n_gates = 1;
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_REJECT && has_label(&v, "spec-mismatch") && has_label(&v, "eval-dflash:REJECT"));
+	ab_spec_exact_gate(&g, "m", &bad, &ok);
+	CHECK(g.error && !g.pass && strstr(g.detail, "base build") != NULL);
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_INFRA && has_label(&v, "eval-dflash:infra-error"));
+	ab_spec_exact_gate(&g, "m", &none, &none);
+	CHECK(g.error);
+	ab_spec_exact_gate(&g, "m", &ok, &ok);
+	CHECK(g.pass && !g.error && g.value == 0);
+	in.spec_kind = "eagle";
+	CHECK(ab_verdict_decide(&v, &in) == 0);
+	CHECK(v.kind == AB_VERDICT_TIER && has_label(&v, "eval-eagle:L") + has_label(&v, "eval-eagle:XL") +
+		has_label(&v, "eval-eagle:M") == 1);
+	ab_speed_result_free(faster_r);
+
+	CHECK(ab_verdict_label_is_managed("tau-regression") && ab_verdict_label_is_managed("spec-mismatch"));
+	CHECK(ab_verdict_label_is_managed("eval-dflash:none") && ab_verdict_label_is_managed("regression-spec-4k"));
+	char label[64];
+	ab_speed_regression_label(label, sizeof(label), "m", 1, "spec_decode_tps", 4096);
+	CHECK_STR(label, "regression-spec-4k");
+	ab_speed_regression_label(label, sizeof(label), "qwen3-8b", 0, "spec_decode_tps", 128);
+	CHECK_STR(label, "regression-qwen3-8b-spec-128");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
@@ -372,6 +505,7 @@ int main(int argc, char **argv)
 		{ "long_model", test_long_model },
 		{ "harness", test_harness },
 		{ "end_to_end", test_end_to_end },
+		{ "spec", test_spec },
 	};
 	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

@@ -184,6 +184,96 @@ accuracy_bug)
   grep -q "accuracy" "$WORK/comment.md" || grep -q "kl_rise" "$WORK/comment.md" || fail "markdown lacks the gate"
   pass "subtle numerical error -> REJECT accuracy-regression: $(jq -r .verdict.reason "$RESULT")"
   ;;
+spec_aa)
+  # A/A with speculative decoding: no spec label fires, every speculative answer equals its plain twin.
+  export SPEC=1
+  fixture_init
+  head_commit "head: comment only" "# no functional change=1"
+  run_eval
+  expect_rc 0
+  expect_label "eval:none"
+  has_label "eval-dflash:none" || fail "no eval-dflash:none label: $(jq -c .verdict.labels "$RESULT")"
+  ! jq -e '.verdict.labels[] | select(startswith("regression-") or . == "tau-regression" or . == "spec-mismatch")' \
+    "$RESULT" >/dev/null || fail "A/A produced a spec label: $(jq -c .verdict.labels "$RESULT")"
+  for m in spec_decode_tps tau spec_speedup; do
+    jq -e --arg m "$m" '[.metrics[] | select(.name == $m)] | length == 2' "$RESULT" >/dev/null \
+      || fail "no $m series at both spec contexts"
+  done
+  jq -e '[.gates[] | select(.name == "spec_exact" and .pass == true)] | length == 1' "$RESULT" >/dev/null \
+    || fail "spec_exact gate missing or failed: $(jq -c '.gates' "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "tau")][0].head.median > 3' "$RESULT" >/dev/null \
+    || fail "tau not measured: $(jq -c '[.metrics[] | select(.name == "tau")]' "$RESULT")"
+  grep -q "Speculative decoding" "$WORK/comment.md" || fail "markdown lacks the spec section"
+  pass "A/A with spec -> eval:none, eval-dflash:none ($(jq_result '.pairs.count') pairs)"
+  ;;
+spec_faster)
+  # A 25% faster draft at the same tau: spec tok/s rises ~8%, plain decode is unchanged.
+  export SPEC=1
+  fixture_init
+  head_commit "head: faster draft" "draft_speed=1.25"
+  run_eval
+  expect_rc 0
+  spec=$(jq -r '.verdict.labels[] | select(startswith("eval-dflash:"))' "$RESULT")
+  case "$spec" in eval-dflash:M|eval-dflash:L|eval-dflash:XL) ;; *) fail "spec label $spec, expected a tier >= M: $(jq -c .verdict.labels "$RESULT")" ;; esac
+  case "$(jq_result .verdict.label)" in eval:M|eval:L|eval:XL) ;; *) fail "headline $(jq_result .verdict.label) does not carry the spec tier" ;; esac
+  pass "25% faster draft -> $spec, $(jq_result .verdict.label)"
+  ;;
+spec_off)
+  # The head switches speculation off (tau -> 1) and makes plain decode 3% faster: it must not win.
+  export SPEC=1
+  fixture_init
+  head_commit "head: speculation off" "spec_disabled=1" "decode_speed=1.03"
+  run_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  has_label "tau-regression" || fail "no tau-regression label: $(jq -c .verdict.labels "$RESULT")"
+  has_label "eval-dflash:REJECT" || fail "no eval-dflash:REJECT label: $(jq -c .verdict.labels "$RESULT")"
+  pass "speculation switched off -> REJECT $(jq -c .verdict.labels "$RESULT")"
+  ;;
+spec_diverge)
+  # One speculative answer of the head (one pair, one context) differs from plain greedy.
+  export SPEC=1
+  fixture_init
+  head_commit "head: diverges once" "spec_diverge_at=5" "spec_diverge_file=$WORK/diverge.count"
+  run_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  has_label "spec-mismatch" || fail "no spec-mismatch label: $(jq -c .verdict.labels "$RESULT")"
+  jq -e '[.gates[] | select(.name == "spec_exact" and .pass == false and .value == 1)] | length == 1' "$RESULT" \
+    >/dev/null || fail "spec_exact does not count one divergence: $(jq -c '.gates' "$RESULT")"
+  jq -r '.gates[] | select(.name == "spec_exact") | .detail' "$RESULT" | grep -q "token 5" \
+    || fail "the detail does not name the first divergent position"
+  grep -q "spec-mismatch\|spec_exact" "$WORK/comment.md" || fail "markdown does not show the mismatch"
+  pass "one diverging speculative answer -> REJECT spec-mismatch"
+  ;;
+spec_nodraft)
+  # The suite asks for spec, but the SUT is started without a draft: a clear infra error naming the
+  # model, found on the first process (no retries, no pairs wasted).
+  export SPEC=1 SPEC_NO_DRAFT_ARG=1
+  fixture_init
+  head_commit "head: comment only" "# touch=1"
+  run_eval
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq_result '.verdict.reason' | grep -q "model mock" || fail "reason does not name the model: $(jq_result .verdict.reason)"
+  jq_result '.verdict.reason' | grep -qi "draft" || fail "reason does not say draft: $(jq_result .verdict.reason)"
+  [ "$(jq_result '.environment.runs.processes')" -le 2 ] || fail "$(jq_result '.environment.runs.processes') processes started"
+  pass "spec without a draft -> infra-error: $(jq_result .verdict.reason)"
+  ;;
+spec_lie)
+  # The head's stats claim a tau 40% above what it delivered: every head spec sample is a protocol
+  # fault, so the spec family cannot be judged (infra), and the reason says why.
+  export SPEC=1 PAIRS_MIN=2 PAIRS_MAX=2
+  fixture_init
+  head_commit "head: lies about tau" "spec_stats_lie=1.4"
+  run_eval
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq -r '[.samples[] | select(.side == "head" and .metric == "tau")][0].reason' "$RESULT" | grep -q "accept_mean" \
+    || fail "head tau samples do not name the disagreement: $(jq -c '[.samples[] | select(.metric == "tau")][0]' "$RESULT")"
+  has_label "eval-dflash:infra-error" || fail "no eval-dflash:infra-error label: $(jq -c .verdict.labels "$RESULT")"
+  pass "lying spec stats -> infra-error"
+  ;;
 *)
   fail "unknown case $1"
   ;;
