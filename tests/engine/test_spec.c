@@ -19,6 +19,7 @@
 #include "error.h"
 #include "gen.h"
 #include "gguf.h"
+#include "info.h"
 #include "model.h"
 #include "probe.h"
 #include "spec.h"
@@ -235,6 +236,17 @@ static void test_draft_files(void)
 	fclose(b);
 	fclose(c);
 	CHECK(same_ab && !same_ac, "seeded draft: same seed equal %d, other seed equal %d", same_ab, same_ac);
+	/* ember info's report */
+	char *report = NULL;
+	size_t report_len = 0;
+	FILE *mem = open_memstream(&report, &report_len);
+	REQUIRE(mem, "memstream");
+	int info_rc = ember_info_print(mem, p1);
+	fclose(mem);
+	CHECK(info_rc == 0 && strstr(report, "arch dflash") && strstr(report, "block size 8, mask token id 2047") &&
+	      strstr(report, "the file stores id + 1): 0 3\n") && strstr(report, "2 layers, n_embd 256"),
+	      "ember info of a draft (rc %d):\n%s", info_rc, report);
+	free(report);
 	/* without a target (ember info) */
 	REQUIRE(ember_draft_load(&d, p1, NULL) == 0, "load without target: %s", ember_error_last());
 	CHECK(d->hp.n_vocab == 0 && !d->token_embd.data, "no vocabulary without a target");
