@@ -85,9 +85,14 @@ static const char *usage_logits =
 
 static const char *usage_bench =
 	"usage: ember bench --model FILE [--prompt N] [--gen N] [--reps N] [--backend B] [--threads N]\n"
+	"                   [--spec --draft FILE]\n"
 	"\n"
 	"Times prefill of an N-token seeded prompt and N greedy decode steps, --reps times (default 3),\n"
-	"and prints each run and the median. Defaults: --prompt 128 --gen 32.\n";
+	"and prints each run and the median. Defaults: --prompt 128 --gen 32.\n"
+	"  --spec --draft F  also decode speculatively with the DFlash draft F (EMBER_SPEC_DEPTH): spec\n"
+	"                    tok/s, tau, and the time per target step split into draft / verify / draft\n"
+	"                    commit / other;\n"
+	"                    checks that the spec tokens equal the plain ones\n";
 
 static int parse_int(const char *s, const char *flag, long long lo, long long hi, long long *out)
 {
@@ -454,8 +459,10 @@ static int cmp_double(const void *a, const void *b)
 
 static int cmd_bench(int argc, char **argv)
 {
-	const char *model_path = NULL, *backend = NULL;
-	int threads = 0, n_prompt = 128, n_gen = 32, reps = 3, status = 1;
+	const char *model_path = NULL, *backend = NULL, *draft_path = NULL;
+	int threads = 0, n_prompt = 128, n_gen = 32, reps = 3, status = 1, spec = 0, depth = 0;
+	struct ember_draft *draft = NULL;
+	int32_t *plain_tokens = NULL, *spec_tokens = NULL;
 	struct ember_model *m = NULL;
 	const struct ember_backend_ops *ops = NULL;
 	struct ember_backend *be = NULL;
@@ -467,18 +474,24 @@ static int cmd_bench(int argc, char **argv)
 		}
 		if (FLAG("--model")) { model_path = VALUE(); continue; }
 		if (FLAG("--backend")) { backend = VALUE(); continue; }
+		if (FLAG("--draft")) { draft_path = VALUE(); continue; }
+		if (FLAG("--spec")) { spec = 1; continue; }
 		INT_OPT("--threads", 1, 4096, threads)
 		INT_OPT("--prompt", 1, 1 << 20, n_prompt)
 		INT_OPT("--gen", 1, 1 << 20, n_gen)
 		INT_OPT("--reps", 1, 1000, reps)
 		return unknown_option("bench", argv[i], usage_bench);
 	}
-	if (!model_path) {
-		fprintf(stderr, "ember bench: --model is required\n\n%s", usage_bench);
+	if (!model_path || spec != !!draft_path) {
+		fprintf(stderr, "ember bench: --model is required, and --spec goes with --draft\n\n%s", usage_bench);
 		return 2;
 	}
-	if (open_model(&m, &ops, &be, model_path, backend, threads, n_prompt + n_gen, 0, NULL, NULL))
+	if (open_model(&m, &ops, &be, model_path, backend, threads, n_prompt + n_gen, 0, draft_path, &draft))
 		goto cleanup;
+	if (draft && ember_spec_depth_from_env(draft->block_size, &depth)) {
+		fprintf(stderr, "ember bench: %s\n", ember_error_last());
+		goto cleanup;
+	}
 	double pf[1000], dc[1000];
 	if (!(prompt = malloc((size_t)n_prompt * sizeof(*prompt))))
 		goto cleanup;
@@ -499,12 +512,47 @@ static int cmd_bench(int argc, char **argv)
 	qsort(dc, (size_t)reps, sizeof(double), cmp_double);
 	printf("median: prefill %.1f tok/s (range %.1f..%.1f), decode %.2f tok/s (range %.2f..%.2f)\n", pf[reps / 2], pf[0],
 	       pf[reps - 1], dc[reps / 2], dc[0], dc[reps - 1]);
+	if (draft) {
+		double sp[1000];
+		if (!(plain_tokens = malloc((size_t)n_gen * sizeof(int32_t))) ||
+		    !(spec_tokens = malloc((size_t)n_gen * sizeof(int32_t))))
+			goto cleanup;
+		if (ops->forward(be, prompt, n_prompt, 0, 0, NULL, &plain_tokens[0]) ||
+		    ember_backend_decode(ops, be, plain_tokens[0], n_prompt, n_gen - 1, plain_tokens + 1)) {
+			fprintf(stderr, "ember bench: %s\n", ember_error_last());
+			goto cleanup;
+		}
+		printf("spec: draft %s (%d layers, block %d), depth %d\n", draft->name, draft->hp.n_layer, draft->block_size,
+		       depth);
+		for (int r = 0; r < reps; r++) {
+			struct ember_spec_stats st;
+			if (ember_spec_generate(ops, be, draft, prompt, n_prompt, n_gen, depth, spec_tokens, &st, NULL, NULL)) {
+				fprintf(stderr, "ember bench: %s\n", ember_error_last());
+				goto cleanup;
+			}
+			const double decode_ms = st.total_ms - st.prefill_ms, steps = st.target_steps ? st.target_steps : 1;
+			sp[r] = n_gen > 1 ? (n_gen - 1) / (decode_ms / 1e3) : 0.0;
+			printf("  run %d: spec decode %.2f tok/s, tau %.3f (%d accepted of %d drafted in %d steps), per step "
+			       "draft %.3f ms, verify %.3f ms, draft commit %.3f ms, other %.3f ms; tokens %s plain\n", r + 1, sp[r],
+			       st.accept_mean, st.accepted, st.drafted, st.target_steps, st.draft_ms / steps, st.verify_ms / steps,
+			       st.commit_ms / steps, (decode_ms - st.draft_ms - st.verify_ms - st.commit_ms) / steps,
+			       memcmp(spec_tokens, plain_tokens, (size_t)n_gen * sizeof(int32_t)) == 0 ? "equal" : "DIFFER from");
+			if (memcmp(spec_tokens, plain_tokens, (size_t)n_gen * sizeof(int32_t)) != 0)
+				goto cleanup;
+		}
+		qsort(sp, (size_t)reps, sizeof(double), cmp_double);
+		printf("median: plain decode %.2f tok/s, spec decode %.2f tok/s (%.2fx)\n", dc[reps / 2], sp[reps / 2],
+		       dc[reps / 2] > 0 ? sp[reps / 2] / dc[reps / 2] : 0.0);
+	}
 	status = 0;
 cleanup:
 	if (be)
 		ops->destroy(be);
+	ember_draft_free(draft);
 	ember_model_free(m);
 	free(prompt);
+	free(plain_tokens);
+	free(spec_tokens);
 	return status;
 }
 

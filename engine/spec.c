@@ -83,8 +83,10 @@ int ember_spec_generate(const struct ember_backend_ops *ops, struct ember_backen
 		memcpy(out_tokens + produced, target, (size_t)(acc + 1) * sizeof(*target)); /* accepted = target's own */
 		produced += acc + 1;
 		st.accepted += acc;
+		double t3 = now_ms();
 		if (produced < n_gen && ops->draft_commit(be, pos, acc + 1))
 			return EMBER_ERROR;
+		st.commit_ms += now_ms() - t3;
 		pos += acc + 1;
 	}
 	st.accept_mean = st.target_steps ? (double)(produced - 1) / st.target_steps : 0.0;

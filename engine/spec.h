@@ -18,7 +18,7 @@ struct ember_spec_stats {
 	int drafted;              /* proposals made */
 	int accepted;             /* proposals accepted */
 	double accept_mean;       /* tau = (tokens - 1) / target_steps, bonus included; 0 when no step ran */
-	double prefill_ms, draft_ms, verify_ms, total_ms;
+	double prefill_ms, draft_ms, verify_ms, commit_ms, total_ms; /* draft: proposals; commit: draft context */
 };
 
 /* 1 when `ops` has the three draft ops. */
