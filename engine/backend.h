@@ -10,12 +10,18 @@
 #include "model.h"
 
 struct ember_backend;
+struct ember_draft;
 
 struct ember_backend_config {
 	int n_ctx;        /* KV cache capacity in positions; 0 = min(n_ctx_train, backend default) */
 	int n_threads;    /* CPU worker threads; 0 = all online cores */
 	int device;       /* CUDA device ordinal */
 	int max_batch;    /* largest token batch per forward call (prefill chunk); 0 = backend default */
+	/* Hidden-state capture for a DFlash draft: when n_capture > 0, every forward keeps, for each
+	 * position it computes, the residual stream after each listed decoder layer (0-based ids, in
+	 * this order; HF's hidden_states[id + 1]). Borrowed during create only. 0 = none, no cost. */
+	const int *capture_layers;
+	int n_capture;
 };
 
 struct ember_backend_ops {
@@ -43,6 +49,27 @@ struct ember_backend_ops {
 	 * one). Must give exactly the tokens repeated forward(..., argmax) calls would give. */
 	int (*decode_greedy)(struct ember_backend *be, int32_t token, int pos, int n_steps,
 	                     int32_t *out_tokens);
+
+	/* ---- DFlash speculative decoding (optional: NULL when the backend lacks it) ----
+	 * The draft's context is a K/V cache over committed positions [0, ctx_len), built from the
+	 * hidden states the backend captured (config.capture_layers = draft->target_layers). */
+
+	/* Prepares the draft (uploads it, allocates its context K/V for n_ctx positions and scratch).
+	 * The draft must outlive the backend and be the one whose target_layers were the capture
+	 * layers at create. At most one draft per backend. */
+	int (*draft_attach)(struct ember_backend *be, const struct ember_draft *draft);
+
+	/* Rows [0, n_rows) of the last forward call's captured hidden states (that call started at
+	 * `pos`) become draft context at positions [pos, pos + n_rows). The context is first cut to
+	 * pos (pos <= current context length): that is the rollback after a rejection. */
+	int (*draft_commit)(struct ember_backend *be, int pos, int n_rows);
+
+	/* One draft pass over the block [last_token, MASK x (B-1)] at positions [pos, pos + B), with
+	 * context [0, pos) (pos must equal the context length): out[i] = argmax of block slot i + 1
+	 * for i < depth (1 <= depth <= B - 1). logits: NULL, or [depth][n_vocab] floats of the same
+	 * slots (for tests against a reference). */
+	int (*draft_propose)(struct ember_backend *be, int32_t last_token, int pos, int depth, int32_t *out,
+	                     float *logits);
 
 	/* Borrowed description of the device, e.g. "NVIDIA H200 (sm_90, 139 GiB)" or "cpu x16". */
 	const char *(*device_name)(struct ember_backend *be);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "draft.h"
 #include "error.h"
 #include "gguf.h"
 #include "model.h"
@@ -379,26 +380,15 @@ static void gen_worker(void *arg, int64_t begin, int64_t end, int thread)
 	}
 }
 
-int ember_gen_write(const struct ember_gen_config *config, const char *path)
+/* Declares the tensors, writes the header, fills every tensor from the seed in parallel and
+ * finishes the file. */
+static int write_tensors(struct ember_gguf_writer *w, struct gen_tensor *tensors, int n_tensors, uint64_t seed,
+                         const struct ember_gen_config *config, const char *path)
 {
-	int error = -1, n_tensors = 0;
-	struct gen_tensor *tensors = NULL;
+	int error = -1;
 	struct chunk *chunks = NULL;
-	struct ember_gguf_writer *w = NULL;
 	struct ember_pool *pool = NULL;
 	struct gen_job *job = NULL;
-	enum ember_type base = EMBER_TYPE_F32;
-	int file_type = 0;
-
-	const struct ember_gen_shape *s = ember_gen_find_shape(config->shape);
-	if (!s)
-		return ember_error_set(EMBER_ERROR, "unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b)",
-		                       config->shape);
-	if ((error = quant_types(config->quant, &base, &file_type)))
-		return error;
-	if ((error = build_tensor_list(&tensors, &n_tensors, s, config->quant, base)) ||
-	    (error = ember_gguf_writer_create(&w)) || (error = write_metadata(w, s, config, file_type)))
-		goto cleanup;
 	int64_t n_chunks = 0;
 	for (int i = 0; i < n_tensors; i++) {
 		int64_t ne[2] = {tensors[i].ne0, tensors[i].ne1};
@@ -436,7 +426,7 @@ int ember_gen_write(const struct ember_gen_config *config, const char *path)
 	job->w = w;
 	job->tensors = tensors;
 	job->chunks = chunks;
-	job->seed = config->seed;
+	job->seed = seed;
 	job->config = config;
 	ember_pool_for(pool, n_chunks, 1, gen_worker, job);
 	if (atomic_load(&job->failed)) {
@@ -454,9 +444,137 @@ cleanup:
 	if (job)
 		free(job->scratch);
 	ember_pool_free(pool);
-	ember_gguf_writer_free(w);
 	free(job);
 	free(chunks);
+	return error;
+}
+
+int ember_gen_write(const struct ember_gen_config *config, const char *path)
+{
+	int error = -1, n_tensors = 0;
+	struct gen_tensor *tensors = NULL;
+	struct ember_gguf_writer *w = NULL;
+	enum ember_type base = EMBER_TYPE_F32;
+	int file_type = 0;
+
+	const struct ember_gen_shape *s = ember_gen_find_shape(config->shape);
+	if (!s)
+		return ember_error_set(EMBER_ERROR, "unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b)",
+		                       config->shape);
+	if ((error = quant_types(config->quant, &base, &file_type)))
+		return error;
+	if ((error = build_tensor_list(&tensors, &n_tensors, s, config->quant, base)) ||
+	    (error = ember_gguf_writer_create(&w)) || (error = write_metadata(w, s, config, file_type)) ||
+	    (error = write_tensors(w, tensors, n_tensors, config->seed, config, path)))
+		goto cleanup;
+	error = 0;
+cleanup:
+	ember_gguf_writer_free(w);
+	free(tensors);
+	return error;
+}
+
+/* ---- DFlash drafts ---- */
+
+/* The draft's tensors: the Qwen3 layer list of a shape with n_layer draft layers, without
+ * token_embd/output (shared from the target), plus fc and hidden_norm. */
+static int build_draft_tensor_list(struct gen_tensor **out, int *out_n, const struct ember_gen_shape *s,
+                                   int n_target_layers, const char *quant, enum ember_type base)
+{
+	struct gen_tensor *t = NULL;
+	int n = 0;
+	int error = build_tensor_list(&t, &n, s, quant, base);
+	if (error)
+		return error;
+	/* token_embd (and output when untied) lead the list; output_norm follows */
+	int first = s->tied ? 1 : 2;
+	memmove(t, t + first, (size_t)(n - first) * sizeof(*t));
+	n -= first;
+	struct gen_tensor fc = {.type = base == EMBER_TYPE_Q4_K ? EMBER_TYPE_Q8_0 : base, /* like the head: not K-quant */
+	                        .ne0 = (int64_t)n_target_layers * s->n_embd, .ne1 = s->n_embd};
+	struct gen_tensor norm = {.type = EMBER_TYPE_F32, .ne0 = s->n_embd, .ne1 = 1};
+	snprintf(fc.name, sizeof(fc.name), "fc.weight");
+	snprintf(norm.name, sizeof(norm.name), "hidden_norm.weight");
+	struct gen_tensor *grown = realloc(t, (size_t)(n + 2) * sizeof(*t));
+	if (!grown) {
+		free(t);
+		return ember_error_set(EMBER_ENOMEM, "out of memory");
+	}
+	t = grown;
+	memmove(t + 2, t, (size_t)n * sizeof(*t));
+	t[0] = fc;
+	t[1] = norm;
+	n += 2;
+	for (int i = 0; i < 2; i++) {
+		t[i].hash = name_hash(t[i].name);
+		t[i].law = weight_law(t[i].name, s, t[i].ne0);
+	}
+	*out = t;
+	*out_n = n;
+	return 0;
+}
+
+int ember_gen_draft_write(const struct ember_gen_draft_config *config, const char *path)
+{
+	int error = -1, n_tensors = 0, file_type = 0;
+	struct gen_tensor *tensors = NULL;
+	struct ember_gguf_writer *w = NULL;
+	enum ember_type base = EMBER_TYPE_F32;
+	const struct ember_gen_shape *target = ember_gen_find_shape(config->target_shape);
+	if (!target)
+		return ember_error_set(EMBER_ERROR, "unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b)",
+		                       config->target_shape);
+	const int n_tl = config->n_target_layers > 0 ? config->n_target_layers : config->n_layer;
+	if (config->n_layer < 1 || config->n_layer > 64 || config->block_size < 2 || config->block_size > EMBER_GEN_MAX_BLOCK ||
+	    n_tl < 1 || n_tl > target->n_layer || n_tl > 64)
+		return ember_error_set(EMBER_ERROR, "draft: --layers must be 1..64, --block 2..%d and the target layers 1..%d",
+		                       EMBER_GEN_MAX_BLOCK, target->n_layer < 64 ? target->n_layer : 64);
+	const char *quant = config->quant ? config->quant : "f16";
+	if ((error = quant_types(quant, &base, &file_type)))
+		return error;
+	struct ember_gen_shape s = *target; /* same d, heads, head_dim and ffn as the target (DFlash) */
+	s.n_layer = config->n_layer;
+	int32_t ids[64];
+	int layer_ids[64];
+	ember_draft_default_layers(layer_ids, n_tl, target->n_layer);
+	for (int i = 0; i < n_tl; i++)
+		ids[i] = layer_ids[i] + 1; /* llama.cpp's convention: hidden_states index = layer id + 1 */
+	char name[160];
+	snprintf(name, sizeof(name), "ember-synthetic dflash draft for %s, %d layers, block %d, %s seed %" PRIu64,
+	         target->name, config->n_layer, config->block_size, quant, config->seed);
+	if ((error = build_draft_tensor_list(&tensors, &n_tensors, &s, n_tl, quant, base)) ||
+	    (error = ember_gguf_writer_create(&w)))
+		goto cleanup;
+	if (ember_gguf_writer_set_str(w, "general.architecture", "dflash") ||
+	    ember_gguf_writer_set_str(w, "general.name", name) ||
+	    ember_gguf_writer_set_u32(w, "general.alignment", EMBER_GGUF_DEFAULT_ALIGNMENT) ||
+	    ember_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type) ||
+	    ember_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
+	    ember_gguf_writer_set_u64(w, "ember.synthetic.seed", config->seed) ||
+	    ember_gguf_writer_set_str(w, "ember.synthetic.draft_for", target->name) ||
+	    ember_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)s.n_layer) ||
+	    ember_gguf_writer_set_u32(w, "dflash.context_length", (uint32_t)s.n_ctx_train) ||
+	    ember_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)s.n_embd) ||
+	    ember_gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)s.n_ff) ||
+	    ember_gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)s.n_head) ||
+	    ember_gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)s.n_head_kv) ||
+	    ember_gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)s.head_dim) ||
+	    ember_gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)s.head_dim) ||
+	    ember_gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", 1e-6f) ||
+	    ember_gguf_writer_set_f32(w, "dflash.rope.freq_base", 1e6f) ||
+	    ember_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)config->block_size) ||
+	    ember_gguf_writer_set_array(w, "dflash.target_layers", EMBER_GGUF_I32, ids, (uint64_t)n_tl) ||
+	    ember_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)(target->n_vocab - 1))) {
+		error = EMBER_ERROR;
+		goto cleanup;
+	}
+	/* a seed of its own so a draft and a target of one --seed do not share layer weights */
+	if ((error = write_tensors(w, tensors, n_tensors, mix64(config->seed ^ name_hash("dflash")),
+	                           &(struct ember_gen_config){.n_threads = config->n_threads}, path)))
+		goto cleanup;
+	error = 0;
+cleanup:
+	ember_gguf_writer_free(w);
 	free(tensors);
 	return error;
 }

@@ -48,6 +48,26 @@ const struct ember_gen_shape *ember_gen_find_shape(const char *name);
 /* Writes the model to `path` (created or truncated; removed again on failure). */
 int ember_gen_write(const struct ember_gen_config *config, const char *path);
 
+#define EMBER_GEN_MAX_BLOCK 64
+
+/* An untrained (seeded) DFlash draft for a target shape: the target's d, heads, head_dim and ffn,
+ * n_layer layers, target layers spaced evenly (ember_draft_default_layers), mask token = the
+ * last vocabulary id, no token_embd/output (shared from the target). Weights follow the recipe
+ * above (fc and the layers as Qwen3 projections, output_norm as the target's), from a seed
+ * derived from `seed` so a draft and a target of one seed differ. */
+struct ember_gen_draft_config {
+	const char *target_shape; /* a shape name of ember_gen_find_shape */
+	int n_layer;              /* draft decoder layers */
+	int n_target_layers;      /* target layers read by fc; 0 = n_layer (as the published drafts) */
+	int block_size;           /* 2..EMBER_GEN_MAX_BLOCK */
+	const char *quant;        /* NULL = "f16" */
+	uint64_t seed;
+	int n_threads;
+};
+
+/* Writes the draft to `path` (created or truncated; removed again on failure). */
+int ember_gen_draft_write(const struct ember_gen_draft_config *config, const char *path);
+
 /* The f32 weight value at (row, col) of tensor `name` for `seed`, before quantization: what the
  * generator stores (tests use it to check files). */
 float ember_gen_weight(uint64_t seed, const char *name, const struct ember_gen_shape *shape, int64_t row, int64_t col);

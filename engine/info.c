@@ -1,12 +1,14 @@
 /*
  * info.c - `ember info` report (see info.h): the GGUF reader's view first (so a file that is
- * valid GGUF but not a runnable model still shows everything), then the model loader's.
+ * valid GGUF but not a runnable model still shows everything), then the model loader's, or for
+ * a DFlash draft (arch dflash) the draft loader's view.
  */
 #include "info.h"
 
 #include <inttypes.h>
 #include <string.h>
 
+#include "draft.h"
 #include "error.h"
 #include "gguf.h"
 #include "model.h"
@@ -128,6 +130,33 @@ static void print_tensors(FILE *out, const struct ember_gguf *g)
 	}
 }
 
+static int print_draft(FILE *out, const char *path)
+{
+	struct ember_draft *d = NULL;
+	if (ember_draft_load(&d, path, NULL)) {
+		fprintf(out, "\ndraft: ember cannot use this file: %s\n", ember_error_last());
+		return 2;
+	}
+	const struct ember_hparams *hp = &d->hp;
+	fprintf(out, "\ndraft: %s\n  arch dflash, file type %s, block size %d, mask token id ", d->name, d->file_type,
+	        d->block_size);
+	if (d->mask_token_id >= 0)
+		fprintf(out, "%d\n", d->mask_token_id);
+	else
+		fprintf(out, "(none: the target's last id)\n");
+	fprintf(out, "  %d layers, n_embd %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, rope_theta %g\n", hp->n_layer,
+	        hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, hp->rope_theta);
+	fprintf(out, "  target layers (%d, 0-based decoder layers; the file stores id + 1):", d->n_target_layers);
+	for (int i = 0; i < d->n_target_layers; i++)
+		fprintf(out, " %d", d->target_layers[i]);
+	fprintf(out, "\n  token_embd %s, output head %s\n", d->own_token_embd ? "own" : "shared from the target",
+	        d->own_output ? "own" : "shared from the target");
+	fprintf(out, "  params %" PRIu64 " (%.3f B), weights %" PRIu64 " bytes (%.2f MiB)\n", d->n_params, d->n_params / 1e9,
+	        d->weight_bytes, d->weight_bytes / (double)(1 << 20));
+	ember_draft_free(d);
+	return 0;
+}
+
 int ember_info_print(FILE *out, const char *path)
 {
 	struct ember_gguf *g = NULL;
@@ -140,7 +169,11 @@ int ember_info_print(FILE *out, const char *path)
 	for (int64_t i = 0; i < ember_gguf_kv_count(g); i++)
 		print_kv(out, g, i);
 	print_tensors(out, g);
+	const char *arch = NULL;
+	const int is_draft = ember_gguf_get_str(g, "general.architecture", &arch) == 0 && strcmp(arch, "dflash") == 0;
 	ember_gguf_close(g);
+	if (is_draft)
+		return print_draft(out, path);
 
 	if (ember_model_load(&m, path)) {
 		fprintf(out, "\nmodel: ember cannot run this file: %s\n", ember_error_last());

@@ -1,6 +1,7 @@
 /*
  * info.h - `ember info`: a readable report of a GGUF file (header, metadata, tensor table) and,
- * when it loads as a Qwen3 model, its hyper-parameters, parameter count and bits per weight.
+ * when it loads as a Qwen3 model, its hyper-parameters, parameter count and bits per weight; for a
+ * DFlash draft (arch dflash), its layers, target layers, block size and mask token.
  * The user's first check of a model file; corrupt files give the reader's precise error.
  */
 #ifndef EMBER_INFO_H

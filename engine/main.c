@@ -10,12 +10,14 @@
 #include <time.h>
 
 #include "backend.h"
+#include "draft.h"
 #include "error.h"
 #include "gen.h"
 #include "info.h"
 #include "model.h"
 #include "probe.h"
 #include "serve.h"
+#include "spec.h"
 
 static const char *usage_main =
 	"usage: ember <command> [options]\n"
@@ -30,8 +32,8 @@ static const char *usage_main =
 	"`ember <command> --help` describes each command.\n";
 
 static const char *usage_serve =
-	"usage: ember serve --stdio --model FILE [--backend cpu|cuda] [--threads N] [--ctx N] [--batch N]\n"
-	"                   [--max-line N]\n"
+	"usage: ember serve --stdio --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
+	"                   [--batch N] [--max-line N]\n"
 	"\n"
 	"Loads FILE, prints the ready line, then answers one JSON request per line on stdin:\n"
 	"  {\"op\":\"generate\",\"id\":1,\"prompt\":[ids],\"max_tokens\":N,\"spec\":false}\n"
@@ -39,6 +41,8 @@ static const char *usage_serve =
 	"  {\"op\":\"quit\"}\n"
 	"stdout carries only protocol lines; logs go to stderr.\n"
 	"\n"
+	"  --draft FILE  a DFlash draft GGUF for \"spec\":true requests (EMBER_SPEC_DEPTH = proposals per\n"
+	"                step, 1..block-1, default block-1)\n"
 	"  --backend B   cpu or cuda (default: cuda when built and a GPU is present, else cpu)\n"
 	"  --threads N   CPU worker threads (default: all cores)\n"
 	"  --ctx N       KV cache positions (default: min(context_length, 4096))\n"
@@ -47,11 +51,15 @@ static const char *usage_serve =
 
 static const char *usage_gen =
 	"usage: ember gen --shape NAME --quant TYPE --seed N -o FILE [--threads N]\n"
+	"       ember gen --draft-for NAME --layers N --block B --seed N -o FILE [--target-layers K] [--quant TYPE]\n"
 	"\n"
 	"  --shape   tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b\n"
 	"  --quant   f16, bf16, q8_0, q4_k_m (llama.cpp's mix), q6_k (f32 for tests)\n"
 	"  --seed    weights are a function of (seed, tensor name, row, column) only\n"
-	"  --threads generator threads (default: all cores)\n";
+	"  --threads generator threads (default: all cores)\n"
+	"  --draft-for  an untrained DFlash draft (GGUF arch dflash) for a target of shape NAME: the target's\n"
+	"               d/heads/ffn, N layers, block size B, K target layers spaced evenly (default K = N),\n"
+	"               no token_embd/output (shared from the target); --quant defaults to f16\n";
 
 static const char *usage_info =
 	"usage: ember info FILE [--probe N] [--threads N]\n"
@@ -64,19 +72,27 @@ static const char *usage_info =
 
 static const char *usage_logits =
 	"usage: ember logits --model FILE (--tokens 1,2,3 | --random N [--seed S]) [--out FILE.npy]\n"
-	"                    [--stepwise] [--stats] [--backend B] [--threads N] [--batch N]\n"
+	"                    [--stepwise] [--stats] [--backend B] [--threads N] [--batch N] [--draft FILE]\n"
 	"\n"
 	"Runs the tokens from an empty cache and keeps the logits of every position.\n"
 	"  --out F     save them as a float32 .npy array [n_tokens, n_vocab]\n"
 	"  --stepwise  feed one token per forward call instead of one batched prefill\n"
 	"  --stats     print top-1 probability, entropy and argmax diversity\n"
+	"  --draft F   instead: the DFlash draft's logits [block - 1, n_vocab] for the block that opens\n"
+	"              with the last token, the others being the target's context (checked against\n"
+	"              tools/ember_ref.py draft-logits)\n"
 	"Without --out or --stats, prints the argmax token of each position.\n";
 
 static const char *usage_bench =
 	"usage: ember bench --model FILE [--prompt N] [--gen N] [--reps N] [--backend B] [--threads N]\n"
+	"                   [--spec --draft FILE]\n"
 	"\n"
 	"Times prefill of an N-token seeded prompt and N greedy decode steps, --reps times (default 3),\n"
-	"and prints each run and the median. Defaults: --prompt 128 --gen 32.\n";
+	"and prints each run and the median. Defaults: --prompt 128 --gen 32.\n"
+	"  --spec --draft F  also decode speculatively with the DFlash draft F (EMBER_SPEC_DEPTH): spec\n"
+	"                    tok/s, tau, and the time per target step split into draft / verify / draft\n"
+	"                    commit / other;\n"
+	"                    checks that the spec tokens equal the plain ones\n";
 
 static int parse_int(const char *s, const char *flag, long long lo, long long hi, long long *out)
 {
@@ -120,6 +136,7 @@ static int cmd_serve(int argc, char **argv)
 		}
 		if (FLAG("--stdio")) { stdio = 1; continue; }
 		if (FLAG("--model")) { c.model_path = VALUE(); continue; }
+		if (FLAG("--draft")) { c.draft_path = VALUE(); continue; }
 		if (FLAG("--backend")) { c.backend = VALUE(); continue; }
 		INT_OPT("--threads", 1, 4096, c.n_threads)
 		INT_OPT("--ctx", 1, 1 << 24, c.n_ctx)
@@ -150,6 +167,7 @@ static void gen_progress(void *payload, uint64_t done, uint64_t total)
 static int cmd_gen(int argc, char **argv)
 {
 	struct ember_gen_config c = {0};
+	struct ember_gen_draft_config dc = {0};
 	const char *out = NULL;
 	int have_seed = 0;
 	double last = 0;
@@ -159,6 +177,10 @@ static int cmd_gen(int argc, char **argv)
 			return 0;
 		}
 		if (FLAG("--shape")) { c.shape = VALUE(); continue; }
+		if (FLAG("--draft-for")) { dc.target_shape = VALUE(); continue; }
+		INT_OPT("--layers", 1, 64, dc.n_layer)
+		INT_OPT("--block", 2, EMBER_GEN_MAX_BLOCK, dc.block_size)
+		INT_OPT("--target-layers", 1, 64, dc.n_target_layers)
 		if (FLAG("--quant")) { c.quant = VALUE(); continue; }
 		if (FLAG("-o") || FLAG("--out")) { out = VALUE(); continue; }
 		if (FLAG("--seed")) {
@@ -171,6 +193,23 @@ static int cmd_gen(int argc, char **argv)
 		}
 		INT_OPT("--threads", 1, 4096, c.n_threads)
 		return unknown_option("gen", argv[i], usage_gen);
+	}
+	if (dc.target_shape) {
+		if (c.shape || !dc.n_layer || !dc.block_size || !out || !have_seed) {
+			fprintf(stderr, "ember gen: --draft-for needs --layers, --block, --seed and -o (and no --shape)\n\n%s",
+			        usage_gen);
+			return 2;
+		}
+		dc.quant = c.quant;
+		dc.seed = c.seed;
+		dc.n_threads = c.n_threads;
+		if (ember_gen_draft_write(&dc, out)) {
+			fprintf(stderr, "ember gen: %s\n", ember_error_last());
+			return 1;
+		}
+		fprintf(stderr, "ember gen: wrote %s (dflash draft for %s, %d layers, block %d, seed %" PRIu64 ")\n", out,
+		        dc.target_shape, dc.n_layer, dc.block_size, dc.seed);
+		return 0;
 	}
 	if (!c.shape || !c.quant || !out || !have_seed) {
 		fprintf(stderr, "ember gen: --shape, --quant, --seed and -o are required\n\n%s", usage_gen);
@@ -191,8 +230,11 @@ static int cmd_gen(int argc, char **argv)
 }
 
 /* Loads a model and creates a backend; prints the error and returns nonzero on failure. */
+/* Loads a model (and a DFlash draft when draft_path is set, attached to the backend) and creates
+ * a backend; prints the error and returns nonzero on failure. */
 static int open_model(struct ember_model **model, const struct ember_backend_ops **ops, struct ember_backend **be,
-                      const char *path, const char *backend, int threads, int n_ctx, int batch)
+                      const char *path, const char *backend, int threads, int n_ctx, int batch, const char *draft_path,
+                      struct ember_draft **draft)
 {
 	if (ember_model_load(model, path)) {
 		fprintf(stderr, "ember: %s\n", ember_error_last());
@@ -203,11 +245,42 @@ static int open_model(struct ember_model **model, const struct ember_backend_ops
 		return 1;
 	}
 	struct ember_backend_config bc = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = batch};
-	if ((*ops)->create(be, *model, &bc)) {
+	if (draft_path) {
+		if (!ember_spec_supported(*ops)) {
+			fprintf(stderr, "ember: backend %s has no speculative decoding; --draft needs cpu\n", (*ops)->name);
+			return 1;
+		}
+		if (ember_draft_load(draft, draft_path, *model)) {
+			fprintf(stderr, "ember: %s\n", ember_error_last());
+			return 1;
+		}
+		bc.capture_layers = (*draft)->target_layers;
+		bc.n_capture = (*draft)->n_target_layers;
+	}
+	if ((*ops)->create(be, *model, &bc) || (draft_path && (*ops)->draft_attach(*be, *draft))) {
 		fprintf(stderr, "ember: backend %s: %s\n", (*ops)->name, ember_error_last());
 		return 1;
 	}
 	return 0;
+}
+
+/* The draft's logits for the block opening with tokens[n-1] after the context tokens[0, n-1). The
+ * context goes in as a prefill of all but the last few tokens, then a window of those plus three
+ * junk tokens whose rows are committed and then cut back again, so a rollback is exercised too. */
+static int run_draft_logits(const struct ember_backend_ops *ops, struct ember_backend *be, const struct ember_draft *d,
+                            const int32_t *tokens, int n, float *logits)
+{
+	int32_t window[8], proposals[EMBER_DRAFT_MAX_BLOCK];
+	const int n_ctx_tokens = n - 1, w = n_ctx_tokens - 1 < 4 ? n_ctx_tokens - 1 : 4, m = n_ctx_tokens - w;
+	for (int i = 0; i < w; i++)
+		window[i] = tokens[m + i];
+	for (int i = 0; i < 3; i++)
+		window[w + i] = (tokens[i % n] * 31 + 7 * i + 1) % d->hp.n_vocab;
+	if (ops->forward(be, tokens, m, 0, 0, NULL, NULL) || ops->draft_commit(be, 0, m) ||
+	    ops->forward(be, window, w + 3, m, 0, NULL, NULL) || ops->draft_commit(be, m, w + 3) ||
+	    ops->draft_commit(be, m, w))
+		return EMBER_ERROR;
+	return ops->draft_propose(be, tokens[n - 1], n_ctx_tokens, d->block_size - 1, proposals, logits);
 }
 
 static void print_stats(const struct ember_probe_stats *st)
@@ -294,7 +367,8 @@ static int run_logits(const struct ember_backend_ops *ops, struct ember_backend 
 
 static int cmd_logits(int argc, char **argv)
 {
-	const char *model_path = NULL, *out = NULL, *backend = NULL, *token_list = NULL;
+	const char *model_path = NULL, *out = NULL, *backend = NULL, *token_list = NULL, *draft_path = NULL;
+	struct ember_draft *draft = NULL;
 	int threads = 0, batch = 0, random_n = 0, stepwise = 0, stats = 0, status = 1;
 	long long seed = 1;
 	int32_t *tokens = NULL;
@@ -311,6 +385,7 @@ static int cmd_logits(int argc, char **argv)
 		if (FLAG("--tokens")) { token_list = VALUE(); continue; }
 		if (FLAG("--out")) { out = VALUE(); continue; }
 		if (FLAG("--backend")) { backend = VALUE(); continue; }
+		if (FLAG("--draft")) { draft_path = VALUE(); continue; }
 		if (FLAG("--stepwise")) { stepwise = 1; continue; }
 		if (FLAG("--stats")) { stats = 1; continue; }
 		INT_OPT("--random", 1, 1 << 20, random_n)
@@ -326,7 +401,11 @@ static int cmd_logits(int argc, char **argv)
 	int n = random_n;
 	if (token_list && parse_token_list(token_list, &tokens, &n))
 		return 2;
-	if (open_model(&m, &ops, &be, model_path, backend, threads, n, batch))
+	if (draft_path && n < 2) {
+		fprintf(stderr, "ember logits: --draft needs at least 2 tokens (context and the block's first)\n");
+		goto cleanup;
+	}
+	if (open_model(&m, &ops, &be, model_path, backend, threads, n + 4, batch, draft_path, &draft))
 		goto cleanup;
 	const int n_vocab = m->hp.n_vocab;
 	if (!tokens) {
@@ -334,17 +413,20 @@ static int cmd_logits(int argc, char **argv)
 			goto cleanup;
 		ember_probe_random_tokens(tokens, n, n_vocab, (uint64_t)seed);
 	}
-	if (!(logits = malloc((size_t)n * n_vocab * sizeof(float)))) {
-		fprintf(stderr, "ember logits: out of memory for %d x %d logits\n", n, n_vocab);
+	const int n_rows = draft ? draft->block_size - 1 : n; /* with a draft: its block slots 1..B-1 */
+	if (!(logits = malloc((size_t)n_rows * n_vocab * sizeof(float)))) {
+		fprintf(stderr, "ember logits: out of memory for %d x %d logits\n", n_rows, n_vocab);
 		goto cleanup;
 	}
-	if (run_logits(ops, be, tokens, n, n_vocab, stepwise, logits)) {
+	if (draft ? run_draft_logits(ops, be, draft, tokens, n, logits)
+	          : run_logits(ops, be, tokens, n, n_vocab, stepwise, logits)) {
 		fprintf(stderr, "ember logits: %s\n", ember_error_last());
 		goto cleanup;
 	}
+	n = n_rows;
 	if (out && write_npy(out, logits, n, n_vocab))
 		goto cleanup;
-	if (stats) {
+	if (stats && !draft) {
 		struct ember_probe_stats st;
 		if (ember_probe_stats(&st, logits, n, n_vocab, tokens))
 			goto cleanup;
@@ -362,6 +444,7 @@ static int cmd_logits(int argc, char **argv)
 cleanup:
 	if (be)
 		ops->destroy(be);
+	ember_draft_free(draft);
 	ember_model_free(m);
 	free(tokens);
 	free(logits);
@@ -376,8 +459,10 @@ static int cmp_double(const void *a, const void *b)
 
 static int cmd_bench(int argc, char **argv)
 {
-	const char *model_path = NULL, *backend = NULL;
-	int threads = 0, n_prompt = 128, n_gen = 32, reps = 3, status = 1;
+	const char *model_path = NULL, *backend = NULL, *draft_path = NULL;
+	int threads = 0, n_prompt = 128, n_gen = 32, reps = 3, status = 1, spec = 0, depth = 0;
+	struct ember_draft *draft = NULL;
+	int32_t *plain_tokens = NULL, *spec_tokens = NULL;
 	struct ember_model *m = NULL;
 	const struct ember_backend_ops *ops = NULL;
 	struct ember_backend *be = NULL;
@@ -389,18 +474,24 @@ static int cmd_bench(int argc, char **argv)
 		}
 		if (FLAG("--model")) { model_path = VALUE(); continue; }
 		if (FLAG("--backend")) { backend = VALUE(); continue; }
+		if (FLAG("--draft")) { draft_path = VALUE(); continue; }
+		if (FLAG("--spec")) { spec = 1; continue; }
 		INT_OPT("--threads", 1, 4096, threads)
 		INT_OPT("--prompt", 1, 1 << 20, n_prompt)
 		INT_OPT("--gen", 1, 1 << 20, n_gen)
 		INT_OPT("--reps", 1, 1000, reps)
 		return unknown_option("bench", argv[i], usage_bench);
 	}
-	if (!model_path) {
-		fprintf(stderr, "ember bench: --model is required\n\n%s", usage_bench);
+	if (!model_path || spec != !!draft_path) {
+		fprintf(stderr, "ember bench: --model is required, and --spec goes with --draft\n\n%s", usage_bench);
 		return 2;
 	}
-	if (open_model(&m, &ops, &be, model_path, backend, threads, n_prompt + n_gen, 0))
+	if (open_model(&m, &ops, &be, model_path, backend, threads, n_prompt + n_gen, 0, draft_path, &draft))
 		goto cleanup;
+	if (draft && ember_spec_depth_from_env(draft->block_size, &depth)) {
+		fprintf(stderr, "ember bench: %s\n", ember_error_last());
+		goto cleanup;
+	}
 	double pf[1000], dc[1000];
 	if (!(prompt = malloc((size_t)n_prompt * sizeof(*prompt))))
 		goto cleanup;
@@ -421,12 +512,47 @@ static int cmd_bench(int argc, char **argv)
 	qsort(dc, (size_t)reps, sizeof(double), cmp_double);
 	printf("median: prefill %.1f tok/s (range %.1f..%.1f), decode %.2f tok/s (range %.2f..%.2f)\n", pf[reps / 2], pf[0],
 	       pf[reps - 1], dc[reps / 2], dc[0], dc[reps - 1]);
+	if (draft) {
+		double sp[1000];
+		if (!(plain_tokens = malloc((size_t)n_gen * sizeof(int32_t))) ||
+		    !(spec_tokens = malloc((size_t)n_gen * sizeof(int32_t))))
+			goto cleanup;
+		if (ops->forward(be, prompt, n_prompt, 0, 0, NULL, &plain_tokens[0]) ||
+		    ember_backend_decode(ops, be, plain_tokens[0], n_prompt, n_gen - 1, plain_tokens + 1)) {
+			fprintf(stderr, "ember bench: %s\n", ember_error_last());
+			goto cleanup;
+		}
+		printf("spec: draft %s (%d layers, block %d), depth %d\n", draft->name, draft->hp.n_layer, draft->block_size,
+		       depth);
+		for (int r = 0; r < reps; r++) {
+			struct ember_spec_stats st;
+			if (ember_spec_generate(ops, be, draft, prompt, n_prompt, n_gen, depth, spec_tokens, &st, NULL, NULL)) {
+				fprintf(stderr, "ember bench: %s\n", ember_error_last());
+				goto cleanup;
+			}
+			const double decode_ms = st.total_ms - st.prefill_ms, steps = st.target_steps ? st.target_steps : 1;
+			sp[r] = n_gen > 1 ? (n_gen - 1) / (decode_ms / 1e3) : 0.0;
+			printf("  run %d: spec decode %.2f tok/s, tau %.3f (%d accepted of %d drafted in %d steps), per step "
+			       "draft %.3f ms, verify %.3f ms, draft commit %.3f ms, other %.3f ms; tokens %s plain\n", r + 1, sp[r],
+			       st.accept_mean, st.accepted, st.drafted, st.target_steps, st.draft_ms / steps, st.verify_ms / steps,
+			       st.commit_ms / steps, (decode_ms - st.draft_ms - st.verify_ms - st.commit_ms) / steps,
+			       memcmp(spec_tokens, plain_tokens, (size_t)n_gen * sizeof(int32_t)) == 0 ? "equal" : "DIFFER from");
+			if (memcmp(spec_tokens, plain_tokens, (size_t)n_gen * sizeof(int32_t)) != 0)
+				goto cleanup;
+		}
+		qsort(sp, (size_t)reps, sizeof(double), cmp_double);
+		printf("median: plain decode %.2f tok/s, spec decode %.2f tok/s (%.2fx)\n", dc[reps / 2], sp[reps / 2],
+		       dc[reps / 2] > 0 ? sp[reps / 2] / dc[reps / 2] : 0.0);
+	}
 	status = 0;
 cleanup:
 	if (be)
 		ops->destroy(be);
+	ember_draft_free(draft);
 	ember_model_free(m);
 	free(prompt);
+	free(plain_tokens);
+	free(spec_tokens);
 	return status;
 }
 

@@ -48,14 +48,9 @@ static int get_float_hparam(const struct ember_gguf *g, const char *key, double 
 	return 0;
 }
 
-static int read_hparams(struct ember_hparams *hp, const struct ember_gguf *g)
+int ember_hparams_read(struct ember_hparams *hp, const struct ember_gguf *g, const char *arch)
 {
-	const char *arch;
 	char key[96];
-	if (ember_gguf_get_str(g, "general.architecture", &arch))
-		return EMBER_EFORMAT;
-	if (strcmp(arch, "qwen3") != 0)
-		return ember_error_set(EMBER_EUNSUPPORTED, "architecture '%.40s' is not supported (ember runs qwen3)", arch);
 	snprintf(hp->arch, sizeof(hp->arch), "%s", arch);
 #define HP(name, dflt, lo, hi, field)                                        \
 	do {                                                                     \
@@ -94,9 +89,18 @@ static int read_hparams(struct ember_hparams *hp, const struct ember_gguf *g)
 	return 0;
 }
 
-/* Looks up `name`, checks its shape ({ne0} or {ne0, ne1}) and type class, fills the view. */
-static int bind(struct ember_tensor *out, const struct ember_gguf *g, const char *name, int64_t ne0, int64_t ne1,
-                int norm)
+static int read_hparams(struct ember_hparams *hp, const struct ember_gguf *g)
+{
+	const char *arch;
+	if (ember_gguf_get_str(g, "general.architecture", &arch))
+		return EMBER_EFORMAT;
+	if (strcmp(arch, "qwen3") != 0)
+		return ember_error_set(EMBER_EUNSUPPORTED, "architecture '%.40s' is not supported (ember runs qwen3)", arch);
+	return ember_hparams_read(hp, g, arch);
+}
+
+int ember_tensor_bind(struct ember_tensor *out, const struct ember_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                      int norm)
 {
 	const struct ember_gguf_tensor *t = ember_gguf_find_tensor(g, name);
 	if (!t)
@@ -127,7 +131,7 @@ static int bind(struct ember_tensor *out, const struct ember_gguf *g, const char
 	return 0;
 }
 
-static const char *file_type_name(int64_t ft)
+const char *ember_file_type_name(int64_t ft)
 {
 	switch (ft) {
 	case 0: return "F32";
@@ -147,27 +151,32 @@ static const char *file_type_name(int64_t ft)
 static int bind_all(struct ember_model *m, const struct ember_gguf *g)
 {
 	const struct ember_hparams *hp = &m->hp;
-	const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
 	const struct ember_gguf_tensor *embd = ember_gguf_find_tensor(g, "token_embd.weight");
-	char name[EMBER_GGUF_MAX_NAME + 32];
 
 	if (!embd)
 		return ember_error_set(EMBER_EFORMAT, "tensor 'token_embd.weight' is missing");
 	if (embd->n_dims != 2 || embd->ne[1] < 1 || embd->ne[1] > (1 << 24))
 		return ember_error_set(EMBER_EFORMAT, "tensor 'token_embd.weight' must be 2-D with 1..2^24 rows");
 	m->hp.n_vocab = (int)embd->ne[1];
-	if (bind(&m->token_embd, g, "token_embd.weight", hp->n_embd, hp->n_vocab, 0) ||
-	    bind(&m->output_norm, g, "output_norm.weight", hp->n_embd, 0, 1))
+	if (ember_tensor_bind(&m->token_embd, g, "token_embd.weight", hp->n_embd, hp->n_vocab, 0) ||
+	    ember_tensor_bind(&m->output_norm, g, "output_norm.weight", hp->n_embd, 0, 1))
 		return EMBER_EFORMAT;
 	if (ember_gguf_find_tensor(g, "output.weight")) {
-		if (bind(&m->output, g, "output.weight", hp->n_embd, hp->n_vocab, 0))
+		if (ember_tensor_bind(&m->output, g, "output.weight", hp->n_embd, hp->n_vocab, 0))
 			return EMBER_EFORMAT;
 	} else {
 		m->output = m->token_embd;
 		m->hp.tied_output = 1;
 	}
+	return ember_layers_bind(m->layers, hp, g);
+}
+
+int ember_layers_bind(struct ember_layer *layers, const struct ember_hparams *hp, const struct ember_gguf *g)
+{
+	const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+	char name[EMBER_GGUF_MAX_NAME + 32];
 	for (int i = 0; i < hp->n_layer; i++) {
-		struct ember_layer *l = &m->layers[i];
+		struct ember_layer *l = &layers[i];
 		struct {
 			struct ember_tensor *t;
 			const char *suffix;
@@ -188,7 +197,7 @@ static int bind_all(struct ember_model *m, const struct ember_gguf *g)
 		};
 		for (size_t s = 0; s < sizeof(spec) / sizeof(spec[0]); s++) {
 			snprintf(name, sizeof(name), "blk.%d.%s.weight", i, spec[s].suffix);
-			if (bind(spec[s].t, g, name, spec[s].ne0, spec[s].ne1, spec[s].norm))
+			if (ember_tensor_bind(spec[s].t, g, name, spec[s].ne0, spec[s].ne1, spec[s].norm))
 				return EMBER_EFORMAT;
 		}
 	}
@@ -230,7 +239,7 @@ int ember_model_load(struct ember_model **out, const char *path)
 	int64_t ft = -1;
 	const char *ft_name = NULL;
 	if (ember_gguf_find_kv(g, "general.file_type") >= 0 && ember_gguf_get_int(g, "general.file_type", &ft) == 0)
-		ft_name = file_type_name(ft);
+		ft_name = ember_file_type_name(ft);
 	if (ft_name)
 		snprintf(m->file_type, sizeof(m->file_type), "%s", ft_name);
 	else if (ft >= 0)

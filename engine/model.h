@@ -77,6 +77,20 @@ struct ember_model {
 int ember_model_load(struct ember_model **out, const char *path);
 void ember_model_free(struct ember_model *model);
 
+/* Pieces of the loader shared with the DFlash draft loader (draft.c). `arch` prefixes the keys
+ * ("qwen3.block_count", "dflash.block_count"); n_vocab and tied_output are left to the caller.
+ * All return 0 or EMBER_EFORMAT / EMBER_EUNSUPPORTED with a message naming the key or tensor. */
+struct ember_gguf;
+int ember_hparams_read(struct ember_hparams *hp, const struct ember_gguf *g, const char *arch);
+/* Binds tensor `name` of shape {ne0} (ne1 <= 0) or {ne0, ne1}; norm = 1 requires F32. */
+int ember_tensor_bind(struct ember_tensor *out, const struct ember_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                      int norm);
+/* The hp->n_layer decoder layers blk.N.* (attention with q/k norm, SwiGLU FFN) into layers[]. */
+int ember_layers_bind(struct ember_layer *layers, const struct ember_hparams *hp, const struct ember_gguf *g);
+
+/* llama.cpp's name of a general.file_type value ("Q4_K_M"), or NULL when unknown. */
+const char *ember_file_type_name(int64_t file_type);
+
 /* Bytes of one row of `n` elements of `type` (n must be a whole number of blocks). */
 size_t ember_type_row_size(enum ember_type type, int64_t n);
 /* Elements per block (1 for F32/F16/BF16, 32 for Q8_0, 256 for the K-quants). */

@@ -3,7 +3,8 @@
  * line reader (an oversized line is discarded up to its newline and answered with an error),
  * parsed with jansson and validated field by field before the backend sees them. generate is
  * greedy from an empty cache with a "first" event right after prefill; score is teacher-forced
- * and streams its (possibly large) answer without building a JSON tree.
+ * and streams its (possibly large) answer without building a JSON tree. With a DFlash draft
+ * (--draft), "spec": true decodes speculatively through spec.c; the tokens equal plain greedy's.
  */
 #include "serve.h"
 
@@ -17,8 +18,10 @@
 #include <time.h>
 
 #include "backend.h"
+#include "draft.h"
 #include "error.h"
 #include "model.h"
+#include "spec.h"
 
 #define SCORE_CHUNK 64    /* positions per forward call while scoring (bounds the logits buffer) */
 #define SCORE_MAX_ENTRIES (16 << 20) /* log-probs in one score answer */
@@ -29,6 +32,8 @@ struct server {
 	struct ember_model *model;
 	const struct ember_backend_ops *ops;
 	struct ember_backend *be;
+	struct ember_draft *draft;  /* NULL without --draft */
+	int spec_depth;             /* proposals per step (EMBER_SPEC_DEPTH) */
 	int n_ctx;
 	float *logits;            /* [SCORE_CHUNK][n_vocab] */
 	int32_t *heap;            /* top-k scratch, n_vocab */
@@ -153,6 +158,38 @@ static int read_int(struct server *s, json_t *req, json_t *id, const char *field
 
 /* ---- generate ---- */
 
+struct first_event {
+	struct server *s;
+	json_t *id;
+};
+
+static void emit_first(void *payload)
+{
+	struct first_event *f = payload;
+	emit_json(f->s, json_pack("{s:o, s:s}", "id", id_copy(f->id), "event", "first"));
+}
+
+/* generate with "spec": true: the DFlash loop, then done with the spec stats. */
+static void generate_spec(struct server *s, json_t *id, const int32_t *prompt, int n, int max_tokens, int32_t *gen)
+{
+	struct ember_spec_stats st;
+	struct first_event first = {s, id};
+	if (ember_spec_generate(s->ops, s->be, s->draft, prompt, n, max_tokens, s->spec_depth, gen, &st, emit_first,
+	                        &first)) {
+		emit_error(s, id, "speculative decode failed: %s", ember_error_last());
+		return;
+	}
+	json_t *tokens = json_array();
+	for (int i = 0; i < max_tokens; i++)
+		json_array_append_new(tokens, json_integer(gen[i]));
+	emit_json(s, json_pack("{s:o, s:s, s:o, s:{s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f}}", "id",
+	                       id_copy(id), "event", "done", "tokens", tokens, "stats", "prefill_ms", st.prefill_ms,
+	                       "decode_ms", st.total_ms - st.prefill_ms, "prompt_tokens", n, "gen_tokens", max_tokens,
+	                       "target_steps", st.target_steps, "drafted", st.drafted, "accepted", st.accepted,
+	                       "accept_mean", st.accept_mean, "spec_depth", s->spec_depth, "draft_ms", st.draft_ms,
+	                       "verify_ms", st.verify_ms));
+}
+
 static void op_generate(struct server *s, json_t *req, json_t *id)
 {
 	int32_t *prompt = NULL, *gen = NULL;
@@ -162,8 +199,10 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 		emit_error(s, id, "'spec' must be true or false");
 		return;
 	}
-	if (spec && json_is_true(spec)) {
-		emit_error(s, id, "speculative decoding is not supported by this engine build");
+	const int speculative = spec && json_is_true(spec);
+	if (speculative && !s->draft) {
+		emit_error(s, id, "speculative decoding is not supported by this engine build without a draft model "
+		           "(start ember serve with --draft FILE)");
 		return;
 	}
 	int n = read_prompt(s, req, id, &prompt);
@@ -177,6 +216,10 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 	}
 	if (!(gen = malloc((size_t)max_tokens * sizeof(*gen)))) {
 		emit_error(s, id, "out of memory");
+		goto cleanup;
+	}
+	if (speculative) {
+		generate_spec(s, id, prompt, n, (int)max_tokens, gen);
 		goto cleanup;
 	}
 	double t0 = now_ms();
@@ -450,9 +493,20 @@ static void emit_ready(struct server *s)
 	                          "n_head", hp->n_head, "n_head_kv", hp->n_head_kv, "head_dim", hp->head_dim, "n_ff",
 	                          hp->n_ff, "file_type", m->file_type, "n_params", (json_int_t)m->n_params,
 	                          "weight_bytes", (json_int_t)m->weight_bytes);
-	emit_json(s, json_pack("{s:b, s:i, s:s, s:s, s:s, s:i, s:o}", "ready", 1, "protocol", 1, "engine", "ember",
-	                       "backend", s->ops->name, "device", s->ops->device_name(s->be), "n_ctx", s->n_ctx, "model",
-	                       model));
+	json_t *ready = json_pack("{s:b, s:i, s:s, s:s, s:s, s:i, s:o}", "ready", 1, "protocol", 1, "engine", "ember",
+	                          "backend", s->ops->name, "device", s->ops->device_name(s->be), "n_ctx", s->n_ctx, "model",
+	                          model);
+	if (s->draft) {
+		const struct ember_draft *d = s->draft;
+		json_t *layers = json_array();
+		for (int i = 0; i < d->n_target_layers; i++)
+			json_array_append_new(layers, json_integer(d->target_layers[i]));
+		json_object_set_new(ready, "spec", json_pack("{s:s, s:i, s:i, s:s, s:i, s:o, s:i}", "kind", "dflash",
+		                                             "block_size", d->block_size, "depth", s->spec_depth, "draft",
+		                                             d->name, "draft_layers", d->hp.n_layer, "target_layers", layers,
+		                                             "mask_token_id", d->mask_token_id));
+	}
+	emit_json(s, ready);
 }
 
 static int start(struct server *s)
@@ -463,8 +517,20 @@ static int start(struct server *s)
 	const int train = s->model->hp.n_ctx_train;
 	s->n_ctx = c->n_ctx > 0 ? c->n_ctx : (train < EMBER_SERVE_DEFAULT_CTX ? train : EMBER_SERVE_DEFAULT_CTX);
 	struct ember_backend_config bc = {.n_ctx = s->n_ctx, .n_threads = c->n_threads, .max_batch = c->max_batch};
+	if (c->draft_path) {
+		if (!ember_spec_supported(s->ops))
+			return ember_error_set(EMBER_EUNSUPPORTED, "backend %s has no speculative decoding (draft_attach, "
+			                       "draft_commit, draft_propose); --draft needs one that has (cpu)", s->ops->name);
+		if (ember_draft_load(&s->draft, c->draft_path, s->model) ||
+		    ember_spec_depth_from_env(s->draft->block_size, &s->spec_depth))
+			return EMBER_ERROR;
+		bc.capture_layers = s->draft->target_layers;
+		bc.n_capture = s->draft->n_target_layers;
+	}
 	if (s->ops->create(&s->be, s->model, &bc))
 		return ember_error_wrap(EMBER_ERROR, "backend %s", s->ops->name);
+	if (s->draft && s->ops->draft_attach(s->be, s->draft))
+		return ember_error_wrap(EMBER_ERROR, "backend %s: attaching the draft", s->ops->name);
 	const size_t n_vocab = (size_t)s->model->hp.n_vocab;
 	s->logits = malloc(SCORE_CHUNK * n_vocab * sizeof(float));
 	s->heap = malloc(n_vocab * sizeof(int32_t));
@@ -490,6 +556,9 @@ int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out
 	}
 	fprintf(log, "ember serve: %s (%s, %d layers) on %s, n_ctx %d\n", s.model->name, s.model->file_type,
 	        s.model->hp.n_layer, s.ops->device_name(s.be), s.n_ctx);
+	if (s.draft)
+		fprintf(log, "ember serve: draft %s (dflash, %d layers, block %d), spec depth %d\n", s.draft->name,
+		        s.draft->hp.n_layer, s.draft->block_size, s.spec_depth);
 	emit_ready(&s);
 	if (!(line = malloc(cap))) {
 		error = ember_error_set(EMBER_ENOMEM, "out of memory");
@@ -515,6 +584,7 @@ cleanup:
 	free(s.heap);
 	if (s.be)
 		s.ops->destroy(s.be);
+	ember_draft_free(s.draft);
 	ember_model_free(s.model);
 	return error;
 }

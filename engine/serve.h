@@ -15,6 +15,7 @@
 
 struct ember_serve_config {
 	const char *model_path;
+	const char *draft_path;  /* a DFlash draft (draft.h) for "spec": true, or NULL */
 	const char *backend;     /* "cpu", "cuda" or NULL for the default */
 	int n_threads;           /* 0 = all cores */
 	int n_ctx;               /* 0 = min(context_length, EMBER_SERVE_DEFAULT_CTX) */

@@ -180,7 +180,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n_prefill; i++)
 		need_ctx = prefill_len[i] > need_ctx ? prefill_len[i] : need_ctx;
 	need_ctx = stepwise > need_ctx ? stepwise : need_ctx;
-	struct ember_backend_config cfg = {n_ctx > 0 ? n_ctx : need_ctx, 0, 0, 0};
+	struct ember_backend_config cfg = {.n_ctx = n_ctx > 0 ? n_ctx : need_ctx};
 	double t0 = now_s();
 	if (ops->create(&be, model, &cfg)) {
 		fprintf(stderr, "ember-bench: %s backend: %s\n", ops->name, ember_error_last());

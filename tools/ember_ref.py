@@ -11,6 +11,16 @@ then held and computed in float64 by default (--dtype float32 halves memory and 
   ember_ref.py logits MODEL.gguf --tokens 1,2,3 --out FILE.npy   float32 [n_tokens, n_vocab]
   ember_ref.py serve --stdio --model MODEL.gguf                  Contract-1 SUT on stdin/stdout
   ember_ref.py info MODEL.gguf                                   hyper-parameters and tensors
+  ember_ref.py draft-logits MODEL.gguf DRAFT.gguf --tokens 1,2,3 --out FILE.npy
+      a DFlash draft's logits [block_size - 1, n_vocab] for the block [last, MASK...] that opens
+      with the last token, the others being the context the target runs first
+
+The DFlash draft (z-lab dflash model.py, arXiv 2602.06036) is written from its definition too: the
+target's hidden states after the draft's target layers (GGUF dflash.target_layers holds layer id +
+1, llama.cpp's convention) are concatenated, projected by fc and RMS-normed (hidden_norm) into one
+context feature per position; every draft layer projects that feature with its own k/v (k-norm,
+RoPE at the context positions) in front of the block's own K/V; the block's queries attend to all
+of it without a mask; proposals come from output_norm and the target's LM head.
 """
 
 import argparse
@@ -191,10 +201,12 @@ class Qwen3Ref:
         x1, x2 = x[..., :half], x[..., half:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
-    def forward(self, tokens, cache, logits_from=0, hidden_only=False):
+    def forward(self, tokens, cache, logits_from=0, hidden_only=False, capture=None):
         """Runs tokens at positions cache.length.. through the model, appending to the cache.
         Returns logits [len(tokens) - logits_from, n_vocab] for tokens[logits_from:], or with
-        hidden_only the final-normed hidden states [.., n_embd] that the LM head multiplies."""
+        hidden_only the final-normed hidden states [.., n_embd] that the LM head multiplies.
+        capture: None, or a dict {layer id: None} filled with the residual stream [T, n_embd]
+        after those decoder layers (HF hidden_states[id + 1])."""
         hp = self.hp
         tokens = np.asarray(tokens, dtype=np.int64)
         n_tok = tokens.size
@@ -241,12 +253,97 @@ class Qwen3Ref:
             g = h @ L["ffn_gate"].T
             u = h @ L["ffn_up"].T
             x = x + (silu(g) * u) @ L["ffn_down"].T
+            if capture is not None and li in capture:
+                capture[li] = x.copy()
         cache.length = n_ctx
         h = rms_norm(x[logits_from:], self.output_norm, eps)
         return h if hidden_only else h @ self.output.T
 
     def logits(self, tokens):
         return self.forward(tokens, self.new_cache())
+
+
+class DFlashRef:
+    """A DFlash draft over a Qwen3Ref target (see the module docstring)."""
+
+    def __init__(self, reader, target):
+        self.target = target
+        thp = target.hp
+        try:
+            arch = reader.get("general.architecture")
+            if arch != "dflash":
+                raise ModelError("draft architecture is %r, expected 'dflash'" % (arch,))
+            g = lambda k, d=None: reader.get_int("dflash." + k, d)  # noqa: E731
+            n_head = g("attention.head_count")
+            hp = {"n_embd": g("embedding_length"), "n_layer": g("block_count"), "n_head": n_head,
+                  "n_head_kv": g("attention.head_count_kv", n_head), "n_ff": g("feed_forward_length"),
+                  "block_size": g("block_size"),
+                  "rms_eps": reader.get_float("dflash.attention.layer_norm_rms_epsilon", 1e-6),
+                  "rope_theta": reader.get_float("dflash.rope.freq_base", 10000.0)}
+            hp["head_dim"] = g("attention.key_length", hp["n_embd"] // n_head)
+            layers = reader.get("dflash.target_layers")
+            mask = reader.get_int("tokenizer.ggml.mask_token_id",
+                                  reader.get_int("dflash.mask_token_id", thp["n_vocab"] - 1))
+        except GGUFError as exc:
+            raise ModelError(str(exc)) from None
+        if hp["n_embd"] != thp["n_embd"]:
+            raise ModelError("draft n_embd %d != target %d" % (hp["n_embd"], thp["n_embd"]))
+        self.layer_ids = [int(v) - 1 for v in layers]
+        if not self.layer_ids or min(self.layer_ids) < 0 or max(self.layer_ids) >= thp["n_layer"]:
+            raise ModelError("dflash.target_layers %s outside 1..%d" % (list(layers), thp["n_layer"]))
+        if not 0 <= mask < thp["n_vocab"]:
+            raise ModelError("mask token %d outside the target vocabulary" % mask)
+        self.hp, self.mask = hp, mask
+        dt = target.dtype
+
+        def w(name):
+            return reader.dequantize(name).astype(dt, copy=False)
+
+        self.fc, self.hidden_norm, self.output_norm = w("fc.weight"), w("hidden_norm.weight"), \
+            w("output_norm.weight")
+        tm = reader.tensor_map
+        self.embed = w("token_embd.weight") if "token_embd.weight" in tm else target.tok_embd
+        self.head = w("output.weight") if "output.weight" in tm else target.output
+        self.layers = [{k: w("blk.%d.%s.weight" % (i, k)) for k in (
+            "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+            "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")} for i in range(hp["n_layer"])]
+        half = hp["head_dim"] // 2
+        self.inv_freq = hp["rope_theta"] ** (-np.arange(half, dtype=np.float64) * 2.0 / hp["head_dim"])
+
+    def rope(self, x, positions):
+        half = self.hp["head_dim"] // 2
+        ang = positions.astype(np.float64)[:, None] * self.inv_freq[None, :]
+        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        x1, x2 = x[..., :half], x[..., half:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    def block_logits(self, context, last):
+        """Logits [B - 1, n_vocab] of block slots 1..B-1 after the target ran `context`."""
+        hp = self.hp
+        H, KV, D, eps, B = hp["n_head"], hp["n_head_kv"], hp["head_dim"], hp["rms_eps"], hp["block_size"]
+        captured = {i: None for i in self.layer_ids}
+        self.target.forward(context, self.target.new_cache(), logits_from=len(context), capture=captured)
+        feats = np.concatenate([captured[i] for i in self.layer_ids], axis=-1)      # [C, n_tl * E]
+        ctx = rms_norm(feats @ self.fc.T, self.hidden_norm, eps)                      # [C, E]
+        C = ctx.shape[0]
+        ctx_pos, blk_pos = np.arange(C), np.arange(C, C + B)
+        x = self.embed[[last] + [self.mask] * (B - 1)]
+        for L in self.layers:
+            h = rms_norm(x, L["attn_norm"], eps)
+            q = self.rope(rms_norm((h @ L["attn_q"].T).reshape(B, H, D), L["attn_q_norm"], eps), blk_pos)
+            k_ctx = self.rope(rms_norm((ctx @ L["attn_k"].T).reshape(C, KV, D), L["attn_k_norm"], eps), ctx_pos)
+            k_blk = self.rope(rms_norm((h @ L["attn_k"].T).reshape(B, KV, D), L["attn_k_norm"], eps), blk_pos)
+            k = np.concatenate([k_ctx, k_blk])                                        # [C + B, KV, D]
+            v = np.concatenate([(ctx @ L["attn_v"].T).reshape(C, KV, D), (h @ L["attn_v"].T).reshape(B, KV, D)])
+            k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)      # q head h reads kv h // rep
+            s = np.einsum("bhd,khd->hbk", q, k) / np.sqrt(D)                          # no mask: bidirectional
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            attn = np.einsum("hbk,khd->bhd", s, v).reshape(B, H * D)
+            x = x + attn @ L["attn_output"].T
+            h = rms_norm(x, L["ffn_norm"], eps)
+            x = x + (silu(h @ L["ffn_gate"].T) * (h @ L["ffn_up"].T)) @ L["ffn_down"].T
+        return rms_norm(x[1:], self.output_norm, eps) @ self.head.T
 
 
 class RefBackend:
@@ -316,6 +413,17 @@ def cmd_logits(args):
     return 0
 
 
+def cmd_draft_logits(args):
+    model = Qwen3Ref(GGUFReader(args.model), dtype=np.dtype(args.dtype), log=sys.stderr)
+    draft = DFlashRef(GGUFReader(args.draft), model)
+    tokens = parse_tokens(args.tokens)
+    if len(tokens) < 2 or min(tokens) < 0 or max(tokens) >= model.hp["n_vocab"]:
+        raise SystemExit("error: need >= 2 token ids inside the vocabulary")
+    logits = draft.block_logits(tokens[:-1], tokens[-1]).astype(np.float32)
+    np.save(args.out, logits)
+    return 0
+
+
 def cmd_serve(args):
     if not args.stdio:
         raise SystemExit("error: only --stdio serving is implemented")
@@ -356,11 +464,18 @@ def main(argv=None):
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p.add_argument("--max-context", type=int, default=0,
                    help="longest prompt + generation accepted (default: qwen3.context_length)")
+    p = sub.add_parser("draft-logits", help="a DFlash draft's block logits after a context")
+    p.add_argument("model")
+    p.add_argument("draft")
+    p.add_argument("--tokens", required=True, help="context token ids, then the block's first")
+    p.add_argument("--out", required=True, help="output .npy: float32 [block_size - 1, n_vocab]")
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     p = sub.add_parser("info", help="print hyper-parameters and tensor shapes")
     p.add_argument("model")
     args = ap.parse_args(argv)
     try:
-        return {"logits": cmd_logits, "serve": cmd_serve, "info": cmd_info}[args.cmd](args)
+        return {"logits": cmd_logits, "serve": cmd_serve, "info": cmd_info,
+                "draft-logits": cmd_draft_logits}[args.cmd](args)
     except (GGUFError, ModelError) as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
  * pipes. Checks the ready line, generate (first before done, determinism, agreement with score's
  * teacher-forced argmax), score normalization and consistency, every kind of bad request answered
  * with an error event while the server keeps serving, quit and EOF exit 0, a bad model path, an
- * unknown backend.
+ * unknown backend; with a DFlash draft (--draft): the ready line's spec object, "spec": true
+ * tokens equal to plain ones with consistent stats, EMBER_SPEC_DEPTH, and bad drafts refused.
  * usage: test_serve EMBER_BINARY
  */
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "check.h"
 #include "error.h"
 #include "gen.h"
+#include "gguf.h"
 
 #define READ_TIMEOUT_MS 60000
 
@@ -250,7 +252,7 @@ static void test_session(const char *ember, const char *model, int vocab)
 	expect_error(&c, "{\"id\":9,\"op\":\"generate\",\"prompt\":[1],\"max_tokens\":0}", 9, "'max_tokens' must be");
 	expect_error(&c, "{\"id\":10,\"op\":\"generate\",\"prompt\":[1,2,3],\"max_tokens\":254}", 10, "exceeds the context");
 	expect_error(&c, "{\"id\":11,\"op\":\"generate\",\"prompt\":[1],\"max_tokens\":4,\"spec\":true}", 11,
-	             "speculative decoding is not supported by this engine build");
+	             "speculative decoding is not supported by this engine build without a draft model");
 	expect_error(&c, "{\"id\":12,\"op\":\"score\",\"prompt\":[1,2]}", 12, "missing field 'top_k'");
 	expect_error(&c, "{\"id\":13,\"op\":\"score\",\"prompt\":[1,2],\"top_k\":4096}", 13, "'top_k' must be");
 	expect_error(&c, "{\"id\":14,\"op\":\"score\",\"prompt\":[1,2],\"top_k\":4,\"first\":2}", 14, "'first' must be");
@@ -309,6 +311,97 @@ static void test_bad_backend(const char *ember, const char *model)
 	CHECK(finish(&c) == 1, "bad backend: exit status not 1");
 }
 
+/* generate with "spec": true; returns the done event (new reference) after checking first-then-done. */
+static json_t *generate_spec(struct child *c, int id, const char *prompt, int max_tokens)
+{
+	char req[4096];
+	snprintf(req, sizeof(req), "{\"op\":\"generate\",\"id\":%d,\"prompt\":%s,\"max_tokens\":%d,\"spec\":true}", id, prompt,
+	         max_tokens);
+	send_line(c, req);
+	json_t *first = next(c), *done = next(c);
+	REQUIRE(first && done, "spec generate answers");
+	CHECK(event(first) && strcmp(event(first), "first") == 0, "spec: first event before done (got %s)", event(first));
+	CHECK(event(done) && strcmp(event(done), "done") == 0, "spec: done event (got %s: %s)", event(done),
+	      json_string_value(json_object_get(done, "message")));
+	json_decref(first);
+	return done;
+}
+
+static void test_spec(const char *ember, const char *model, const char *draft, const char *dir)
+{
+	struct child c;
+	spawn(&c, ember, model, "--draft", draft);
+	json_t *ready = next(&c);
+	REQUIRE(ready, "no ready line with a draft");
+	json_t *spec = json_object_get(ready, "spec");
+	CHECK(json_is_true(json_object_get(ready, "ready")) && spec &&
+	      strcmp(json_string_value(json_object_get(spec, "kind")), "dflash") == 0 &&
+	      json_integer_value(json_object_get(spec, "block_size")) == 8 &&
+	      json_integer_value(json_object_get(spec, "depth")) == 7, "ready line spec object");
+	json_decref(ready);
+	const char *prompts[3] = {"[11,22,33,44,55,66,77,88,99,111]", "[5]", "[1000,2000,3,4,5,6,7]"};
+	for (int p = 0; p < 3; p++) {
+		const int n = p == 1 ? 1 : 40;
+		json_t *plain = generate(&c, 30 + p, prompts[p], n);
+		json_t *done = generate_spec(&c, 40 + p, prompts[p], n);
+		json_t *tokens = json_object_get(done, "tokens"), *st = json_object_get(done, "stats");
+		CHECK(json_equal(tokens, plain), "prompt %d: spec tokens differ from plain tokens", p);
+		json_int_t steps = json_integer_value(json_object_get(st, "target_steps"));
+		json_int_t drafted = json_integer_value(json_object_get(st, "drafted"));
+		json_int_t accepted = json_integer_value(json_object_get(st, "accepted"));
+		double tau = json_number_value(json_object_get(st, "accept_mean"));
+		const size_t len = json_array_size(tokens);
+		CHECK(json_is_integer(json_object_get(st, "target_steps")) && json_is_integer(json_object_get(st, "drafted")) &&
+		      json_is_integer(json_object_get(st, "accepted")) && json_is_number(json_object_get(st, "accept_mean")),
+		      "prompt %d: spec stats present", p);
+		CHECK(accepted >= 0 && accepted <= drafted && (size_t)(steps + accepted) == len - 1 &&
+		      (steps == 0 ? tau == 0.0 : fabs(tau - (double)(len - 1) / (double)steps) < 1e-9),
+		      "prompt %d: steps %lld drafted %lld accepted %lld tau %g for %zu tokens", p, (long long)steps,
+		      (long long)drafted, (long long)accepted, tau, len);
+		json_decref(plain);
+		json_decref(done);
+	}
+	send_line(&c, "{\"op\":\"quit\"}");
+	CHECK(finish(&c) == 0, "spec server: exit status not 0");
+
+	/* EMBER_SPEC_DEPTH: proposals per step; a bad value refuses to start */
+	setenv("EMBER_SPEC_DEPTH", "2", 1);
+	spawn(&c, ember, model, "--draft", draft);
+	ready = next(&c);
+	CHECK(ready && json_integer_value(json_object_get(json_object_get(ready, "spec"), "depth")) == 2, "depth 2");
+	json_decref(ready);
+	json_t *done = generate_spec(&c, 50, prompts[0], 30);
+	CHECK(json_integer_value(json_object_get(json_object_get(done, "stats"), "drafted")) <=
+	      2 * json_integer_value(json_object_get(json_object_get(done, "stats"), "target_steps")), "depth 2: drafted");
+	json_decref(done);
+	CHECK(finish(&c) == 0, "depth 2 server: exit status not 0");
+	setenv("EMBER_SPEC_DEPTH", "9", 1);
+	spawn(&c, ember, model, "--draft", draft);
+	ready = next(&c);
+	const char *error = ready ? json_string_value(json_object_get(ready, "error")) : NULL;
+	CHECK(ready && json_is_false(json_object_get(ready, "ready")) && error && strstr(error, "EMBER_SPEC_DEPTH"),
+	      "bad EMBER_SPEC_DEPTH: %s", error ? error : "no error");
+	json_decref(ready);
+	CHECK(finish(&c) == 1, "bad depth: exit status not 1");
+	unsetenv("EMBER_SPEC_DEPTH");
+
+	/* a draft for another target is refused with the reason */
+	char other[4200];
+	snprintf(other, sizeof(other), "%s/draft-wide.gguf", dir);
+	struct ember_gguf_writer *w = NULL;
+	REQUIRE(ember_gguf_writer_create(&w) == 0 && ember_gguf_writer_set_str(w, "general.architecture", "qwen3") == 0 &&
+	        ember_gguf_writer_open(w, other) == 0 && ember_gguf_writer_finish(w) == 0, "write");
+	ember_gguf_writer_free(w);
+	spawn(&c, ember, model, "--draft", other);
+	ready = next(&c);
+	error = ready ? json_string_value(json_object_get(ready, "error")) : NULL;
+	CHECK(ready && json_is_false(json_object_get(ready, "ready")) && error && strstr(error, "not a DFlash draft"),
+	      "target model as draft: %s", error ? error : "no error");
+	json_decref(ready);
+	CHECK(finish(&c) == 1, "bad draft: exit status not 1");
+	unlink(other);
+}
+
 int main(int argc, char **argv)
 {
 	REQUIRE(argc == 2, "usage: test_serve EMBER_BINARY");
@@ -319,6 +412,11 @@ int main(int argc, char **argv)
 	struct ember_gen_config g = {.shape = "tiny", .quant = "q8_0", .seed = 3};
 	REQUIRE(ember_gen_write(&g, model) == 0, "gen: %s", ember_error_last());
 	test_session(argv[1], model, 2048);
+	char draft[4200];
+	snprintf(draft, sizeof(draft), "%s/draft.gguf", dir);
+	struct ember_gen_draft_config dc = {.target_shape = "tiny", .n_layer = 2, .block_size = 8, .seed = 4};
+	REQUIRE(ember_gen_draft_write(&dc, draft) == 0, "gen draft: %s", ember_error_last());
+	test_spec(argv[1], model, draft, dir);
 	test_bad_model(argv[1], dir);
 	test_bad_backend(argv[1], model);
 	check_rmdir(dir);
