@@ -16,6 +16,12 @@ struct ember_backend_config {
 	int n_threads;    /* CPU worker threads; 0 = all online cores */
 	int device;       /* CUDA device ordinal */
 	int max_batch;    /* largest token batch per forward call (prefill chunk); 0 = backend default */
+	/* Hidden-state capture (speculative decoding's draft features): the residual-stream output of
+	 * decoder layers capture_layers[0..n_capture) (each in [0, n_layer), borrowed for create only)
+	 * is kept for every row a forward computes; 0 = none, at no cost. How a backend exposes the rows
+	 * is its own (CUDA: ember_cuda_captured, kernels/cuda_backend.h). */
+	const int *capture_layers;
+	int n_capture;
 };
 
 struct ember_backend_ops {

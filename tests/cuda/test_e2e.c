@@ -70,7 +70,7 @@ static struct ember_backend *make_backend(const struct ember_backend_ops *ops, c
 	setenv("EMBER_GEMV", gemv, 1);
 	setenv("EMBER_FA", fa, 1);
 	setenv("EMBER_PDL", strcmp(gemv, "simple") == 0 ? "0" : "1", 1); /* the variant backend also runs without PDL */
-	struct ember_backend_config cfg = {512, 2, 0, 0};
+	struct ember_backend_config cfg = {512, 2, 0, 0, NULL, 0};
 	struct ember_backend *be = NULL;
 	MUST(ops->create(&be, m, &cfg));
 	return be;
@@ -96,7 +96,7 @@ static void run_model(const char *path, const char *label)
 	memset(gpu, 0xFF, (size_t)N_PROMPT * V * 4);
 	memset(step, 0xFF, (size_t)N_PROMPT * V * 4);
 
-	struct ember_backend_config ccfg = {512, 2, 0, 0};
+	struct ember_backend_config ccfg = {512, 2, 0, 0, NULL, 0};
 	struct ember_backend *bc = NULL;
 	MUST(cpu->create(&bc, m, &ccfg));
 	MUST(cpu->forward(bc, prompt, N_PROMPT, 0, 1, ref, NULL));
