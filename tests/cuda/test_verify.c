@@ -1,8 +1,8 @@
 /*
  * test_verify.c - test_cuda_verify: the CUDA verify window of speculative decoding (an all-rows
  * forward of 2..16 tokens) against n single-token decode steps on generated tiny and qwen3-0.6b
- * models in q8_0 and q4_k_m: argmax and logits bit-identical for n = 2, 5, 8, 16 at positions 0,
- * 120 (across a split boundary), 300 and 500 (across another), on the plain first run and on the
+ * models in q8_0 and q4_k_m: argmax and logits bit-identical for n = 2, 5, 8, 16 at positions 500
+ * (across a split boundary at 512), 300, 120 (across the one at 128) and 0, on the plain first run and on the
  * graph replay, and after a rollback (a window at an earlier position); and the hidden-state
  * capture: window rows bit-identical to the decode steps' rows, close to the cuBLAS prefill's
  * (relative L2 <= 2e-2), and the last captured layer through output_norm + LM head on the CPU
@@ -26,7 +26,8 @@
 #define PROMPT 560
 
 static const int win_sizes[] = {2, 5, 8, 16};
-static const int win_pos[] = {0, 120, 300, 500};
+/* Descending: a window at pos leaves the cache pos + n long, and the next one must start inside it. */
+static const int win_pos[] = {500, 300, 120, 0};
 
 /* n decode steps of toks at pos: logits [n][V] and argmax [n]. */
 static void stepwise(const struct ember_backend_ops *ops, struct ember_backend *be, const int32_t *toks, int n, int pos,
@@ -191,6 +192,7 @@ static void run_model(const char *path, const char *label)
 			check_window(cuda, be, prompt + pos, n, pos, V, label, "graph replay");
 		}
 	/* rollback: a window at 300, then one of other tokens at 290 */
+	MUST(cuda->forward(be, prompt, PROMPT, 0, 0, NULL, NULL));
 	check_window(cuda, be, prompt + 300, 16, 300, V, label, "before rollback");
 	check_window(cuda, be, other, 16, 290, V, label, "after rollback");
 	check_window(cuda, be, other + 3, 7, 293, V, label, "after rollback");
