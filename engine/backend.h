@@ -19,7 +19,9 @@ struct ember_backend_config {
 	int max_batch;    /* largest token batch per forward call (prefill chunk); 0 = backend default */
 	/* Hidden-state capture for a DFlash draft: when n_capture > 0, every forward keeps, for each
 	 * position it computes, the residual stream after each listed decoder layer (0-based ids, in
-	 * this order; HF's hidden_states[id + 1]). Borrowed during create only. 0 = none, no cost. */
+	 * this order; HF's hidden_states[id + 1]). Borrowed during create only. 0 = none, no cost.
+	 * The CPU backend keeps them for its draft ops; CUDA exposes them through ember_cuda_captured
+	 * (kernels/cuda_backend.h). */
 	const int *capture_layers;
 	int n_capture;
 };

@@ -443,8 +443,11 @@ static __device__ __forceinline__ void lean_pv(float (&o)[G][D / 32], const uint
 	}
 }
 
-template <int D, int G>
-static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kernel(const ember_attn_args a)
+/* The lean kernel's body for the token at `pos`; APPEND: this launch appends the token's K/V (the
+ * decode step); the verify window appends all its rows first (attn_window_append_kernel) and
+ * reads them from the cache like any other key (the same fp16 bits). */
+template <int D, int G, bool APPEND>
+static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, int pos)
 {
 	__shared__ __align__(16) float q_s[G][D];
 	__shared__ __align__(16) __half kv_new[2][D]; /* the appended K and V row, fp16 as stored */
@@ -454,10 +457,9 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kerne
 	__shared__ float w_ml[ATTN_MAX_SPLIT][G][2];
 	__shared__ float w_f[ATTN_MAX_SPLIT][G];
 
-	asm volatile("griddepcontrol.launch_dependents;\n" ::);
 	const int h = blockIdx.x, s = blockIdx.y;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
-	const int n_split = a.n_split, pos = a.state->pos, n_keys = pos + 1;
+	const int n_split = a.n_split, n_keys = pos + 1;
 	int chunk = (n_keys + n_split - 1) / n_split;
 	chunk = (chunk + ATTN_THREADS - 1) / ATTN_THREADS * ATTN_THREADS;
 	/* Splits 0..n_active-1 hold keys; every CTA derives the same n_active from pos. */
@@ -483,7 +485,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kerne
 	/* Stage the G query heads; the split holding `pos` also appends the new K/V (to the cache and
 	 * to kv_new). All the inputs are loaded first, so they arrive in one round trip. */
 	constexpr int QH = (G + ATTN_WARPS - 1) / ATTN_WARPS; /* query heads per warp */
-	const bool has_pos = pos >= start && pos < end;
+	const bool has_pos = APPEND && pos >= start && pos < end;
 	float qv[QH][D / 32], kv[D / 32]; /* kv: the new K (last warp) or V (the one before) */
 #pragma unroll
 	for (int j = 0; j < QH; j++)
@@ -652,6 +654,60 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kerne
 }
 
 template <int D, int G>
+static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kernel(const ember_attn_args a)
+{
+	asm volatile("griddepcontrol.launch_dependents;\n" ::);
+	attn_lean_body<D, G, true>(a, a.state->pos);
+}
+
+/* Verify window: token z of the window at position state->pos + z, its projections, output and
+ * merge scratch offset by z (ember_attn_window). Same split layout as a decode step there. */
+template <int D, int G>
+static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_window_kernel(const ember_attn_args a_in, int ld_qkv)
+{
+	const int z = blockIdx.z, G_ = G;
+	ember_attn_args a = a_in;
+	a.q = a_in.q + (size_t)z * ld_qkv;
+	a.out = static_cast<__half *>(a_in.out) + (size_t)z * a_in.n_head * D;
+	a.part_o = a_in.part_o + (size_t)z * a_in.n_kv * a_in.n_split * G_ * D;
+	a.part_ml = a_in.part_ml + (size_t)z * a_in.n_kv * a_in.n_split * G_ * 2;
+	a.counters = a_in.counters + (size_t)z * a_in.n_kv;
+	attn_lean_body<D, G, false>(a, a_in.state->pos + z);
+}
+
+/* Verify window, before attn_window_kernel: appends the K (q/k-normed, RoPE'd) and V rows of every
+ * window token to the cache, as the lean decode kernel's appending warps do. grid (n_kv, n_tok),
+ * 64 threads: warp 0 K, warp 1 V. */
+template <int D>
+static __global__ void __launch_bounds__(64) attn_window_append_kernel(const ember_attn_args a, int ld_qkv)
+{
+	const int h = blockIdx.x, z = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int pos = a.state->pos + z;
+	const float *cs = a.rope_cos + (size_t)pos * (D / 2), *sn = a.rope_sin + (size_t)pos * (D / 2);
+	const float *src = (warp == 0 ? a.k : a.v) + (size_t)z * ld_qkv + (size_t)h * D;
+	float kv[D / 32];
+#pragma unroll
+	for (int c = 0; c < D / 32; c++)
+		kv[c] = src[lane + 32 * c];
+	if (warp == 0)
+		ember_norm_rope_head<D>(kv, a.k_norm, a.eps, cs, sn, lane);
+	__half *dst = static_cast<__half *>(warp == 0 ? a.k_cache : a.v_cache) + ((size_t)h * a.n_ctx + pos) * D;
+#pragma unroll
+	for (int c = 0; c < D / 32; c++)
+		dst[lane + 32 * c] = __float2half_rn(kv[c]);
+}
+
+template <int D, int G>
+static int attn_window_launch(const ember_attn_args *a, int n_tok, int ld_qkv, cudaStream_t stream)
+{
+	attn_window_append_kernel<D><<<dim3(a->n_kv, n_tok), 64, 0, stream>>>(*a, ld_qkv);
+	CUDA_CHECK_LAUNCH("attn_window_append_kernel");
+	attn_window_kernel<D, G><<<dim3(a->n_kv, a->n_split, n_tok), ATTN_THREADS, 0, stream>>>(*a, ld_qkv);
+	CUDA_CHECK_LAUNCH("attn_window_kernel");
+	return 0;
+}
+
+template <int D, int G>
 static int attn_launch(const ember_attn_args *a, cudaStream_t stream)
 {
 	if (a->n_tokens == 0 && a->lean) {
@@ -678,6 +734,31 @@ static int attn_dispatch_group(const ember_attn_args *a, int group, cudaStream_t
 	case 8: return attn_launch<D, 8>(a, stream);
 	}
 	return ember_error_set(EMBER_EUNSUPPORTED, "attention: GQA group %d not supported (1, 2, 4, 8)", group);
+}
+
+template <int D>
+static int attn_window_group(const ember_attn_args *a, int n_tok, int ld_qkv, int group, cudaStream_t stream)
+{
+	switch (group) {
+	case 1: return attn_window_launch<D, 1>(a, n_tok, ld_qkv, stream);
+	case 2: return attn_window_launch<D, 2>(a, n_tok, ld_qkv, stream);
+	case 4: return attn_window_launch<D, 4>(a, n_tok, ld_qkv, stream);
+	case 8: return attn_window_launch<D, 8>(a, n_tok, ld_qkv, stream);
+	}
+	return ember_error_set(EMBER_EUNSUPPORTED, "attention: GQA group %d not supported (1, 2, 4, 8)", group);
+}
+
+extern "C" int ember_attn_window(const struct ember_attn_args *a, int n_tok, int ld_qkv, cudaStream_t stream)
+{
+	EMBER_REQUIRE(a && a->k_cache && a->v_cache && a->out && a->n_kv > 0 && a->n_head % a->n_kv == 0 && n_tok >= 1);
+	EMBER_REQUIRE(a->q && a->k && a->v && a->q_norm && a->k_norm && a->rope_cos && a->rope_sin && a->state && a->lean);
+	EMBER_REQUIRE(a->n_split >= 1 && a->n_split <= ATTN_MAX_SPLIT && a->part_o && a->part_ml && a->counters);
+	const int group = a->n_head / a->n_kv;
+	switch (a->head_dim) {
+	case 64: return attn_window_group<64>(a, n_tok, ld_qkv, group, stream);
+	case 128: return attn_window_group<128>(a, n_tok, ld_qkv, group, stream);
+	}
+	return ember_error_set(EMBER_EUNSUPPORTED, "attention: head_dim %d not supported (64, 128)", a->head_dim);
 }
 
 extern "C" int ember_attn_decode(const struct ember_attn_args *a, cudaStream_t stream)

@@ -5,6 +5,9 @@
  * L: time a forward of L tokens from position 0. Each figure is the median of --reps timed runs
  * after one discarded warm-up, printed with min, max and spread, and with its fraction of the
  * H200 limits: decode bytes per token / 4.3 TB/s, prefill FLOPs / 700 TFLOP/s.
+ * --verify N times, at each --decode context, one all-rows forward of N tokens (the verify window of
+ * speculative decoding, kernels/README.md) against one single-token forward, both as the server
+ * calls them (host round trip included), and against the per-token time of a greedy run.
  * --check-stepwise N compares the batched prefill's logits with N token-by-token steps on the same
  * backend (top-1 agreement and mean KL), the GPU-side consistency check of kernels/NOTES.md.
  */
@@ -60,7 +63,7 @@ static int parse_list(const char *s, int *out, int max)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ember-bench --model FILE [--backend cuda|cpu] [--decode 128,4k,32k] [--prefill 512,4k,32k]\n"
-	                "                   [--gen 128] [--reps 5] [--n-ctx N] [--seed S] [--check-stepwise N]\n");
+	                "                   [--gen 128] [--reps 5] [--n-ctx N] [--seed S] [--check-stepwise N] [--verify N]\n");
 }
 
 /* Matrix bytes read per decoded token (every layer weight plus the LM head), and the matrix
@@ -130,11 +133,47 @@ static void report(const char *what, int ctx, double *tps, int reps, double limi
 	fflush(stdout);
 }
 
+/* Median, min and max of reps times in ms (sorts t). */
+static double ms_stats(double *t, int reps, double *lo, double *hi)
+{
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	*lo = t[0] * 1e3;
+	*hi = t[reps - 1] * 1e3;
+	return (reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2])) * 1e3;
+}
+
+/* --verify: a window of n tokens at context C vs one decode step there (both rewrite positions C..). */
+static int bench_verify(const struct ember_backend_ops *ops, struct ember_backend *be, const int32_t *tokens, int C, int n,
+                        int reps, double greedy_ms)
+{
+	double tw[MAX_REPS], ts[MAX_REPS];
+	int32_t am[16];
+	for (int r = -2; r < reps; r++) {
+		double t = now_s();
+		if (ops->forward(be, tokens + C, n, C, 1, NULL, am))
+			return 1;
+		if (r >= 0)
+			tw[r] = now_s() - t;
+		t = now_s();
+		if (ops->forward(be, tokens + C, 1, C, 0, NULL, am))
+			return 1;
+		if (r >= 0)
+			ts[r] = now_s() - t;
+	}
+	double wl, wh, sl, sh;
+	const double wm = ms_stats(tw, reps, &wl, &wh), sm = ms_stats(ts, reps, &sl, &sh);
+	printf("verify   ctx=%-6d n=%-2d window ms median %8.3f  min %8.3f  max %8.3f  spread %5.1f%% | step ms median %8.3f  "
+	       "min %8.3f  max %8.3f  spread %5.1f%% | window/step %.3f  window/greedy-token %.3f  (n=%d)\n",
+	       C, n, wm, wl, wh, 100.0 * (wh - wl) / wm, sm, sl, sh, 100.0 * (sh - sl) / sm, wm / sm, wm / greedy_ms, reps);
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *model_path = NULL, *backend_name = NULL;
 	int decode_ctx[MAX_POINTS], prefill_len[MAX_POINTS], n_decode = 0, n_prefill = 0;
-	int gen = 128, reps = 5, n_ctx = 0, stepwise = 0;
+	int gen = 128, reps = 5, n_ctx = 0, stepwise = 0, verify = 0;
 	uint64_t seed = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -147,12 +186,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--n-ctx") && v) n_ctx = atoi(argv[++i]);
 		else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(a, "--check-stepwise") && v) stepwise = atoi(argv[++i]);
+		else if (!strcmp(a, "--verify") && v) verify = atoi(argv[++i]);
 		else {
 			usage();
 			return 2;
 		}
 	}
-	if (!model_path || n_decode < 0 || n_prefill < 0 || gen < 1 || reps < 1 || reps > MAX_REPS) {
+	if (!model_path || n_decode < 0 || n_prefill < 0 || gen < 1 || reps < 1 || reps > MAX_REPS || verify < 0 || verify == 1 ||
+	    verify > 16) {
 		usage();
 		return 2;
 	}
@@ -176,7 +217,7 @@ int main(int argc, char **argv)
 	}
 	int need_ctx = 0;
 	for (int i = 0; i < n_decode; i++)
-		need_ctx = decode_ctx[i] + gen > need_ctx ? decode_ctx[i] + gen : need_ctx;
+		need_ctx = decode_ctx[i] + (gen > verify ? gen : verify) > need_ctx ? decode_ctx[i] + (gen > verify ? gen : verify) : need_ctx;
 	for (int i = 0; i < n_prefill; i++)
 		need_ctx = prefill_len[i] > need_ctx ? prefill_len[i] : need_ctx;
 	need_ctx = stepwise > need_ctx ? stepwise : need_ctx;
@@ -194,7 +235,7 @@ int main(int argc, char **argv)
 	       ops->device_name(be), now_s() - t0);
 	const char *toggles[] = {"EMBER_GRAPHS", "EMBER_GEMV", "EMBER_ATTN_SPLIT", "EMBER_FA", "EMBER_PREFILL_CHUNK", "EMBER_PDL",
 	                         "EMBER_GEMV_STREAM", "EMBER_GEMV_WARPS", "EMBER_GEMV_RING", "EMBER_GEMV_CTAS", "EMBER_ATTN_LEAN",
-	                         "EMBER_ATTN_PDL"};
+	                         "EMBER_ATTN_PDL", "EMBER_VERIFY"};
 	printf("toggles:");
 	for (size_t i = 0; i < sizeof(toggles) / sizeof(toggles[0]); i++)
 		printf(" %s=%s", toggles[i], getenv(toggles[i]) ? getenv(toggles[i]) : "(default)");
@@ -261,6 +302,10 @@ int main(int argc, char **argv)
 		}
 		const double bytes = bytes_tok + kv_bytes_per_pos * (C + gen / 2.0);
 		report("decode", C, tps, reps, bytes / BW_LIMIT, "of 4.3 TB/s");
+		if (verify && bench_verify(ops, be, tokens, C, verify, reps, 1e3 / tps[reps / 2])) {
+			fprintf(stderr, "ember-bench: verify at %d: %s\n", C, ember_error_last());
+			goto cleanup;
+		}
 	}
 	rc = 0;
 cleanup:

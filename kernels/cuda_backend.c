@@ -15,6 +15,7 @@
 #include "cuda_backend.h"
 #include "error.h"
 #include "gemm.cuh"
+#include "gemv_window.cuh"
 #include "layout.cuh"
 #include "repack.cuh"
 
@@ -56,6 +57,7 @@ static void read_options(struct cuda_options *o)
 	o->gemv_warps = env_int("EMBER_GEMV_WARPS", 8) == 4 ? 4 : 8;
 	o->gemv_ring = env_int("EMBER_GEMV_RING", 3);
 	o->gemv_ctas = env_int("EMBER_GEMV_CTAS", 0);
+	o->verify = env_int("EMBER_VERIFY", 1) != 0;
 }
 
 static int cuda_available(char *why, size_t why_len)
@@ -102,6 +104,9 @@ static void cuda_destroy(struct ember_backend *be)
 		return;
 	if (be->graph)
 		cudaGraphExecDestroy(be->graph);
+	for (int i = 0; i < 17; i++)
+		if (be->w_graph[i])
+			cudaGraphExecDestroy(be->w_graph[i]);
 	if (be->layers) {
 		for (int l = 0; l < be->hp.n_layer; l++) {
 			struct cuda_layer *L = &be->layers[l];
@@ -123,11 +128,16 @@ static void cuda_destroy(struct ember_backend *be)
 	void *bufs[] = {be->f16_head, be->embd_raw, be->output_norm, be->kv, be->rope_cos, be->rope_sin, be->state,
 	                be->out_tokens, be->x, be->qkv, be->logits, be->attn, be->ffh, be->part_o, be->part_ml,
 	                be->counters, be->p_tokens, be->p_argmax, be->p_x,
-	                be->p_qkv, be->p_gu, be->p_logits, be->p_xn, be->p_q, be->p_attn, be->p_h};
+	                be->p_qkv, be->p_gu, be->p_logits, be->p_xn, be->p_q, be->p_attn, be->p_h,
+	                be->w_state, be->w_tokens, be->w_argmax, be->w_x, be->w_qkv, be->w_logits, be->w_sx,
+	                be->w_part_o, be->w_part_ml, be->w_attn, be->w_ffh, be->w_xs, be->w_counters, be->cap};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
 	if (be->h_state)
 		cudaFreeHost(be->h_state);
+	if (be->w_host)
+		cudaFreeHost(be->w_host);
+	free(be->cap_slot);
 	ember_gemm_destroy(be->cublas);
 	if (be->stream)
 		cudaStreamDestroy(be->stream);
@@ -259,6 +269,50 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	if (be->n_split < 1)
 		be->n_split = 1;
 
+	/* Hidden-state capture: which layers, and room for the rows of one chunk (or window). */
+	if (config && config->n_capture > 0) {
+		if (!config->capture_layers || config->n_capture > hp->n_layer) {
+			error = ember_error_set(EMBER_ERROR, "cuda backend: %d capture layers (of %d) without a valid list",
+			                        config->n_capture, hp->n_layer);
+			goto cleanup;
+		}
+		be->cap_slot = malloc((size_t)hp->n_layer * sizeof(int));
+		if (!be->cap_slot) {
+			error = ember_error_set(EMBER_ENOMEM, "cuda backend: out of host memory");
+			goto cleanup;
+		}
+		for (int l = 0; l < hp->n_layer; l++)
+			be->cap_slot[l] = -1;
+		for (int i = 0; i < config->n_capture; i++) {
+			const int l = config->capture_layers[i];
+			if (l < 0 || l >= hp->n_layer || be->cap_slot[l] >= 0) {
+				error = ember_error_set(EMBER_ERROR, "cuda backend: capture layer %d is outside [0, %d) or repeated", l,
+				                        hp->n_layer);
+				goto cleanup;
+			}
+			be->cap_slot[l] = i;
+		}
+		be->n_capture = config->n_capture;
+		be->cap_rows = be->chunk > EMBER_WINDOW_MAX ? be->chunk : EMBER_WINDOW_MAX;
+	}
+	/* The verify window reproduces the decode step when every matrix is tiled, attention is the
+	 * lean kernel and the row widths keep the staging's vector paths (multiples of 16). */
+	be->win_ok = be->opt.verify && be->opt.gemv_mma && be->opt.attn_lean && E % 16 == 0 && qd % 16 == 0 &&
+	             kvd % 16 == 0 && F % 16 == 0 && ember_tile_type_supported((int)model->output.type);
+	for (int l = 0; l < hp->n_layer && be->win_ok; l++) {
+		const struct ember_layer *L = &model->layers[l];
+		const struct ember_tensor *ts[] = {&L->attn_q, &L->attn_k, &L->attn_v, &L->attn_output, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+		for (int i = 0; i < 7; i++)
+			be->win_ok &= ember_tile_type_supported((int)ts[i]->type);
+	}
+	const int WM = EMBER_WINDOW_MAX;
+	const int k_max = E > qd ? (E > F ? E : F) : (qd > F ? qd : F);
+	const size_t k_max_pad = (size_t)(k_max + 255) / 256 * 256;
+	const size_t bytes_win = (size_t)WM * (4 * E + 4 * (qd + 2 * kvd) + 4 * (size_t)V + 2 * qd + 2 * F + 2 * k_max_pad +
+	                                       4 * (k_max_pad / 16) + 8) +
+	                         (size_t)WM * hp->n_head_kv * be->n_split * group * (hd + 2) * 4 + (size_t)WM * hp->n_head_kv * 4;
+	const size_t bytes_cap = (size_t)be->cap_rows * be->n_capture * E * 4;
+
 	/* Plan every byte first, so an out-of-memory is one message with the sizes. */
 	size_t max_raw = model->token_embd.nbytes > model->output.nbytes ? model->token_embd.nbytes : model->output.nbytes;
 	be->bytes_weights = dec_bytes(&be->opt, &model->output) + model->token_embd.nbytes;
@@ -275,7 +329,8 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	be->bytes_kv = (size_t)hp->n_layer * 2 * hp->n_head_kv * (size_t)be->n_ctx * hd * 2;
 	const size_t B = (size_t)be->chunk;
 	be->bytes_scratch = max_raw + (size_t)be->n_ctx * hd * 4 + B * (4 * E + 2 * E + 4 * (qd + 2 * kvd) + 2 * qd * 2 + 4 * 2 * F + 2 * F + 8) +
-	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4;
+	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4 +
+	                    bytes_win + bytes_cap;
 	{
 		size_t free_b = 0, total_b = 0;
 		CUDA_CHECK_GOTO(cudaMemGetInfo(&free_b, &total_b));
@@ -397,8 +452,28 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	be->p_gu = dev_alloc(B * 2 * F * 4, &error);
 	be->p_h = dev_alloc(B * F * 2, &error);
 	be->p_logits = dev_alloc((size_t)be->logit_rows * V * 4, &error);
+	/* Verify-window buffers and the capture. */
+	be->w_state = dev_alloc(sizeof(struct ember_decode_state), &error);
+	be->w_tokens = dev_alloc((size_t)WM * 4, &error);
+	be->w_argmax = dev_alloc((size_t)WM * 4, &error);
+	be->w_x = dev_alloc((size_t)WM * E * 4, &error);
+	be->w_qkv = dev_alloc((size_t)WM * (qd + 2 * kvd) * 4, &error);
+	be->w_logits = dev_alloc((size_t)WM * V * 4, &error);
+	be->w_attn = dev_alloc((size_t)WM * qd * 2, &error);
+	be->w_ffh = dev_alloc((size_t)WM * F * 2, &error);
+	be->w_xs = dev_alloc((size_t)WM * k_max_pad * 2, &error);
+	be->w_sx = dev_alloc((size_t)WM * (k_max_pad / 16) * 4, &error);
+	be->w_part_o = dev_alloc((size_t)WM * hp->n_head_kv * be->n_split * group * hd * 4, &error);
+	be->w_part_ml = dev_alloc((size_t)WM * hp->n_head_kv * be->n_split * group * 2 * 4, &error);
+	be->w_counters = dev_alloc((size_t)WM * hp->n_head_kv * 4, &error);
+	if (be->n_capture)
+		be->cap = dev_alloc(bytes_cap, &error);
 	if (error)
 		goto cleanup;
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->w_counters, 0, (size_t)WM * hp->n_head_kv * 4, be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->w_state, 0, sizeof(struct ember_decode_state), be->stream));
+	CUDA_CHECK_GOTO(cudaMallocHost((void **)&be->w_host, sizeof(struct cuda_win_host)));
+	memset(be->w_host, 0, sizeof(*be->w_host));
 	CUDA_CHECK_GOTO(cudaMallocHost((void **)&be->h_state, sizeof(struct ember_decode_state)));
 	memset(be->h_state, 0, sizeof(*be->h_state));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->state, 0, sizeof(struct ember_decode_state), be->stream));

@@ -28,6 +28,8 @@ struct cuda_options {
 	int gemv_warps;    /* EMBER_GEMV_WARPS: its warps per CTA, 4 or 8 (default 8) */
 	int gemv_ring;     /* EMBER_GEMV_RING: its ring depth in rounds, 2..8 (default 3) */
 	int gemv_ctas;     /* EMBER_GEMV_CTAS: its CTAs per SM at most (0 = as many as fit) */
+	int verify;        /* EMBER_VERIFY: all-rows forwards of 2..16 tokens run the verify window,
+	                      bit-identical to decode steps (default 1); 0 = the batched prefill */
 };
 
 /* One weight matrix as the GPU keeps it. */
@@ -85,8 +87,36 @@ struct ember_backend {
 	float *p_x, *p_qkv, *p_gu, *p_logits;
 	void *p_xn, *p_q, *p_attn, *p_h;
 
+	/* verify window (speculative decoding: 2..EMBER_WINDOW_MAX tokens, bit-identical to decode) */
+	int win_ok;                  /* the window kernels reproduce this decode configuration */
+	struct ember_decode_state *w_state; /* device: pos = the window's first position */
+	struct cuda_win_host *w_host; /* pinned: state + tokens staging */
+	int32_t *w_tokens, *w_argmax;
+	float *w_x, *w_qkv, *w_logits, *w_sx, *w_part_o, *w_part_ml;
+	void *w_attn, *w_ffh, *w_xs;
+	uint32_t *w_counters;
+	cudaGraphExec_t w_graph[17];
+	int w_warm[17];
+
+	/* hidden-state capture (config capture_layers): [cap_rows][n_capture][n_embd] fp32 */
+	int n_capture, cap_rows, cap_n, cap_pos;
+	int *cap_slot;               /* [n_layer]: slot of layer l in the capture, or -1 */
+	float *cap;
+
 	size_t bytes_weights, bytes_f16, bytes_kv, bytes_scratch;
 };
+
+struct cuda_win_host {
+	struct ember_decode_state state;
+	int32_t tokens[16];
+};
+
+/* Captured hidden states of the latest forward (prefill: its last chunk; decode_greedy: its last
+ * step): *dev = [*n_rows][n_capture][n_embd] fp32 on the device, the row r at position *pos0 + r.
+ * Borrowed; valid until the next forward or destroy. 0, or EMBER_ERROR when capture is off. */
+int ember_cuda_captured(struct ember_backend *be, const float **dev, int *n_rows, int *pos0);
+/* The same rows copied to host dst (room for max_rows rows of n_capture * n_embd floats). */
+int ember_cuda_captured_read(struct ember_backend *be, float *dst, int max_rows, int *n_rows, int *pos0);
 
 /* cuda_run.c */
 int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,

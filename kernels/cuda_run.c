@@ -16,6 +16,7 @@
 #include "error.h"
 #include "gemm.cuh"
 #include "gemv.cuh"
+#include "gemv_window.cuh"
 #include "rows.cuh"
 
 static struct ember_gemv_seg seg_of(const struct cuda_matrix *m, float *out)
@@ -76,6 +77,18 @@ static struct ember_attn_args attn_args(struct ember_backend *be, int l, void *o
 	return a;
 }
 
+/* Hidden-state capture: layer l's residual output rows x[0..n) (n_embd floats apart) into the
+ * capture's rows 0..n at layer l's slot. Nothing when capture is off or l is not captured. */
+static int capture_rows(struct ember_backend *be, int l, const float *x, int n, cudaStream_t st)
+{
+	if (!be->n_capture || be->cap_slot[l] < 0)
+		return 0;
+	const size_t E = (size_t)be->hp.n_embd;
+	CUDA_CHECK(cudaMemcpy2DAsync(be->cap + (size_t)be->cap_slot[l] * E, (size_t)be->n_capture * E * 4, x, E * 4, E * 4,
+	                             (size_t)n, cudaMemcpyDeviceToDevice, st));
+	return 0;
+}
+
 /* Enqueues one decode step on be->stream (used both plainly and under graph capture). */
 static int decode_step_enqueue(struct ember_backend *be)
 {
@@ -132,7 +145,7 @@ static int decode_step_enqueue(struct ember_backend *be)
 		g = gemv_args(be, EMBER_GEMV_RESID, be->ffh, hp->n_ff, NULL);
 		g.seg[0] = seg_of(&L->down, be->x);
 		g.n_seg = 1;
-		if ((rc = ember_gemv(&g, st)))
+		if ((rc = ember_gemv(&g, st)) || (rc = capture_rows(be, l, be->x, 1, st)))
 			return rc;
 	}
 	struct ember_gemv_args g = gemv_args(be, EMBER_GEMV_ARGMAX, be->x, hp->n_embd, be->output_norm);
@@ -248,9 +261,194 @@ static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n,
 		    (rc = ember_rmsnorm_rows(be->p_xn, be->p_x, L->ffn_norm, n, E, hp->rms_eps, st)) ||
 		    (rc = ember_gemm_f16(be->cublas, L->f16_gu, be->p_xn, be->p_gu, 2 * F, n, E, 2 * F, 0.0f)) ||
 		    (rc = ember_swiglu_rows(be->p_h, be->p_gu, n, F, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, n, F, E, 1.0f)))
+		    (rc = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, n, F, E, 1.0f)) ||
+		    (rc = capture_rows(be, l, be->p_x, n, st)))
 			return rc;
 	}
+	return 0;
+}
+
+/* ---- the verify window ----
+ * n tokens (2..EMBER_WINDOW_MAX) at positions w_state->pos.. as one pass per GEMV over the
+ * weights (gemv_window.cu) and one attention launch per layer over all the rows (ember_attn_window),
+ * each row bit-identical to the decode step at its position: the same fp16 staging, tile cores,
+ * K split and summation order, the same attention split layout. Captured as one graph per n. */
+static struct ember_gemv_win_args win_args(struct ember_backend *be, struct ember_gemv_args g, int n, int ld_x, int ld_out)
+{
+	struct ember_gemv_win_args w;
+	memset(&w, 0, sizeof(w));
+	w.g = g;
+	w.n_tok = n;
+	w.ld_x = ld_x;
+	w.ld_out = ld_out;
+	w.ld_h = be->hp.n_ff;
+	w.xs = be->w_xs;
+	w.sx = be->w_sx;
+	return w;
+}
+
+static int window_enqueue(struct ember_backend *be, int n)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd, E = hp->n_embd, F = hp->n_ff;
+	const int ldq = qd + 2 * kvd;
+	cudaStream_t st = be->stream;
+	int rc;
+
+	if ((rc = ember_embed_rows(be->w_x, be->embd_type, be->embd_raw, E, hp->n_vocab, be->w_tokens, n, st)))
+		return rc;
+	for (int l = 0; l < hp->n_layer; l++) {
+		struct cuda_layer *L = &be->layers[l];
+		struct ember_gemv_args g = gemv_args(be, EMBER_GEMV_STORE, be->w_x, E, L->attn_norm);
+		g.seg[0] = seg_of(&L->q, be->w_qkv);
+		g.seg[1] = seg_of(&L->k, be->w_qkv + qd);
+		g.seg[2] = seg_of(&L->v, be->w_qkv + qd + kvd);
+		g.n_seg = 3;
+		struct ember_gemv_win_args w = win_args(be, g, n, E, ldq);
+		if ((rc = ember_gemv_window(&w, st)))
+			return rc;
+
+		struct ember_attn_args a = attn_args(be, l, be->w_attn);
+		a.q = be->w_qkv;
+		a.k = be->w_qkv + qd;
+		a.v = be->w_qkv + qd + kvd;
+		a.q_norm = L->q_norm;
+		a.k_norm = L->k_norm;
+		a.eps = hp->rms_eps;
+		a.rope_cos = be->rope_cos;
+		a.rope_sin = be->rope_sin;
+		a.state = be->w_state;
+		a.n_split = be->n_split;
+		a.part_o = be->w_part_o;
+		a.part_ml = be->w_part_ml;
+		a.counters = be->w_counters;
+		a.lean = 1;
+		if ((rc = ember_attn_window(&a, n, ldq, st)))
+			return rc;
+
+		g = gemv_args(be, EMBER_GEMV_RESID, be->w_attn, qd, NULL);
+		g.seg[0] = seg_of(&L->o, be->w_x);
+		g.n_seg = 1;
+		w = win_args(be, g, n, qd, E);
+		if ((rc = ember_gemv_window(&w, st)))
+			return rc;
+
+		g = gemv_args(be, EMBER_GEMV_SWIGLU, be->w_x, E, L->ffn_norm);
+		g.seg[0] = seg_of(&L->gate, NULL);
+		g.seg[1] = seg_of(&L->up, NULL);
+		g.n_seg = 2;
+		g.out_h = be->w_ffh;
+		w = win_args(be, g, n, E, 0);
+		if ((rc = ember_gemv_window(&w, st)))
+			return rc;
+
+		g = gemv_args(be, EMBER_GEMV_RESID, be->w_ffh, F, NULL);
+		g.seg[0] = seg_of(&L->down, be->w_x);
+		g.n_seg = 1;
+		w = win_args(be, g, n, F, E);
+		if ((rc = ember_gemv_window(&w, st)) || (rc = capture_rows(be, l, be->w_x, n, st)))
+			return rc;
+	}
+	struct ember_gemv_args g = gemv_args(be, EMBER_GEMV_STORE, be->w_x, E, be->output_norm);
+	g.seg[0] = seg_of(&be->head, be->w_logits);
+	g.n_seg = 1;
+	struct ember_gemv_win_args w = win_args(be, g, n, E, hp->n_vocab);
+	if ((rc = ember_gemv_window(&w, st)))
+		return rc;
+	return ember_argmax_keys(be->w_argmax, be->w_logits, n, hp->n_vocab, hp->n_vocab, st);
+}
+
+/* One window of n tokens: plain launches the first time for each n, then its captured graph. */
+static int window_run(struct ember_backend *be, int n)
+{
+	if (!be->opt.graphs || !be->w_warm[n]) {
+		be->w_warm[n] = 1;
+		return window_enqueue(be, n);
+	}
+	if (!be->w_graph[n]) {
+		cudaGraph_t graph = NULL;
+		int rc;
+		CUDA_CHECK(cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeRelaxed));
+		rc = window_enqueue(be, n);
+		cudaError_t end = cudaStreamEndCapture(be->stream, &graph);
+		if (rc) {
+			if (graph)
+				cudaGraphDestroy(graph);
+			return rc;
+		}
+		CUDA_CHECK(end);
+		cudaError_t inst = cudaGraphInstantiate(&be->w_graph[n], graph, 0);
+		cudaGraphDestroy(graph);
+		if (inst != cudaSuccess)
+			be->w_graph[n] = NULL;
+		CUDA_CHECK(inst);
+	}
+	CUDA_CHECK(cudaGraphLaunch(be->w_graph[n], be->stream));
+	return 0;
+}
+
+/* All-rows forward of 2..EMBER_WINDOW_MAX tokens, bit-identical to n decode steps: the window
+ * kernels when they reproduce this configuration, else the decode step itself n times. */
+static int window_forward(struct ember_backend *be, const int32_t *tokens, int n, int pos, float *logits, int32_t *argmax)
+{
+	const int V = be->hp.n_vocab;
+	int rc;
+	if (!be->win_ok) {
+		for (int i = 0; i < n; i++) {
+			if ((rc = set_state(be, tokens[i], pos + i)) || (rc = decode_step(be)))
+				return rc;
+			if (logits)
+				CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)i * V, be->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, be->stream));
+			if (argmax)
+				CUDA_CHECK(cudaMemcpyAsync(argmax + i, &be->state->token, 4, cudaMemcpyDeviceToHost, be->stream));
+			/* the next set_state reuses the pinned staging; cap rows of a step land in row 0 */
+			CUDA_CHECK(cudaStreamSynchronize(be->stream));
+		}
+		be->cap_n = 1;
+		be->cap_pos = pos + n - 1;
+		return 0;
+	}
+	memset(be->w_host, 0, sizeof(*be->w_host));
+	be->w_host->state.pos = pos;
+	memcpy(be->w_host->tokens, tokens, (size_t)n * 4);
+	CUDA_CHECK(cudaMemcpyAsync(be->w_state, &be->w_host->state, sizeof(be->w_host->state), cudaMemcpyHostToDevice, be->stream));
+	CUDA_CHECK(cudaMemcpyAsync(be->w_tokens, be->w_host->tokens, (size_t)n * 4, cudaMemcpyHostToDevice, be->stream));
+	if ((rc = window_run(be, n)))
+		return rc;
+	if (logits)
+		CUDA_CHECK(cudaMemcpyAsync(logits, be->w_logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost, be->stream));
+	if (argmax)
+		CUDA_CHECK(cudaMemcpyAsync(argmax, be->w_argmax, (size_t)n * 4, cudaMemcpyDeviceToHost, be->stream));
+	CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	be->cap_n = n;
+	be->cap_pos = pos;
+	return 0;
+}
+
+int ember_cuda_captured(struct ember_backend *be, const float **dev, int *n_rows, int *pos0)
+{
+	if (!be || !be->n_capture)
+		return ember_error_set(EMBER_ERROR, "cuda backend: hidden-state capture is off (config n_capture = 0)");
+	if (dev)
+		*dev = be->cap;
+	if (n_rows)
+		*n_rows = be->cap_n;
+	if (pos0)
+		*pos0 = be->cap_pos;
+	return 0;
+}
+
+int ember_cuda_captured_read(struct ember_backend *be, float *dst, int max_rows, int *n_rows, int *pos0)
+{
+	int rc, n = 0;
+	if ((rc = ember_cuda_captured(be, NULL, &n, pos0)))
+		return rc;
+	if (!dst || n > max_rows)
+		return ember_error_set(EMBER_ERROR, "cuda backend: %d captured rows do not fit %d", n, max_rows);
+	CUDA_CHECK(cudaMemcpyAsync(dst, be->cap, (size_t)n * be->n_capture * be->hp.n_embd * 4, cudaMemcpyDeviceToHost, be->stream));
+	CUDA_CHECK(cudaStreamSynchronize(be->stream));
+	if (n_rows)
+		*n_rows = n;
 	return 0;
 }
 
@@ -274,13 +472,23 @@ int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_to
 			CUDA_CHECK(cudaMemcpyAsync(argmax, &be->state->token, 4, cudaMemcpyDeviceToHost, be->stream));
 		CUDA_CHECK(cudaStreamSynchronize(be->stream));
 		be->cur_len = pos + 1;
+		be->cap_n = 1;
+		be->cap_pos = pos;
 		return 0;
 	}
 	be->cur_len = pos; /* positions >= pos are being overwritten */
+	if (all_rows && n_tokens <= EMBER_WINDOW_MAX && be->opt.verify) {
+		if ((rc = window_forward(be, tokens, n_tokens, pos, logits, argmax)))
+			return rc;
+		be->cur_len = pos + n_tokens;
+		return 0;
+	}
 	for (int c0 = 0; c0 < n_tokens; c0 += be->chunk) {
 		const int n = n_tokens - c0 < be->chunk ? n_tokens - c0 : be->chunk;
 		if ((rc = prefill_chunk(be, tokens + c0, n, pos + c0)))
 			return rc;
+		be->cap_n = n;
+		be->cap_pos = pos + c0;
 		if (all_rows && (logits || argmax)) {
 			if ((rc = prefill_logits(be, 0, n, logits, argmax, c0)))
 				return rc;
@@ -310,5 +518,7 @@ int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, i
 	CUDA_CHECK(cudaMemcpyAsync(out_tokens, be->out_tokens, (size_t)n_steps * 4, cudaMemcpyDeviceToHost, be->stream));
 	CUDA_CHECK(cudaStreamSynchronize(be->stream));
 	be->cur_len = pos + n_steps;
+	be->cap_n = 1;
+	be->cap_pos = pos + n_steps - 1;
 	return 0;
 }

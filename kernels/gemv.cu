@@ -78,9 +78,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) gemv_ker
 				seg.out[row] += yv[tid];
 		} else if (EPI == EMBER_GEMV_SWIGLU) {
 			if (tid < 16 && row < seg.rows) {
-				const float gte = yv[tid], up = yv[16 + tid];
-				const float silu = gte / (1.0f + expf(-gte));
-				static_cast<__half *>(args.out_h)[row] = __float2half_rn(silu * up);
+				static_cast<__half *>(args.out_h)[row] = swiglu_h(yv[tid], yv[16 + tid]);
 			}
 		}
 		if (EPI == EMBER_GEMV_ARGMAX && tid < 16 && row < seg.rows) {

@@ -123,6 +123,36 @@ static __device__ __forceinline__ void gemv_group_sum(float &y0, float &y1)
 	y1 += __shfl_xor_sync(0xffffffffu, y1, 2);
 }
 
+/* The per-scale-group epilogue arithmetic, spelled out with explicit round-to-nearest intrinsics
+ * so that ptxas cannot contract it differently in different kernels: the decode GEMVs and the
+ * verify window (gemv_window.cu) call these same helpers and so produce bit-identical sums for a
+ * row and a token (EMBER_VERIFY, kernels/README.md). */
+static __device__ __forceinline__ float q8_group_epi(float y, float d, float c, float S)
+{
+	return __fmaf_rn(d, __fmaf_rn(-1152.0f, S, c), y);
+}
+
+/* hi: the row sits in the upper 8 rows of the tile (its quants were scaled by 16). */
+static __device__ __forceinline__ float q4k_group_epi(float y, float dsc, float dmm, float c, float S, bool hi)
+{
+	float cc = __fmaf_rn(-1024.0f, S, c);
+	if (hi)
+		cc = __fmul_rn(cc, 0.0625f);
+	return __fadd_rn(y, __fmaf_rn(dsc, cc, -__fmul_rn(dmm, S)));
+}
+
+static __device__ __forceinline__ float q6k_group_epi(float y, float dsc, float c, float S, bool hi)
+{
+	const float cc = hi ? __fmul_rn(__fmaf_rn(-1536.0f, S, c), 0.0625f) : __fmaf_rn(-1056.0f, S, c);
+	return __fmaf_rn(dsc, cc, y);
+}
+
+/* SwiGLU of one row: fp16(silu(g) * u), explicit so every kernel rounds it the same way. */
+static __device__ __forceinline__ __half swiglu_h(float g, float u)
+{
+	return __float2half_rn(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u));
+}
+
 /* xs32: this tile's 256 fp16 inputs as 128 pairs; sx: its 16 per-step input sums. */
 template <int TYPE>
 static __device__ __forceinline__ void tile_compute(const tile_regs<TYPE> &t, const uint32_t *xs32, const float *sx,
@@ -158,8 +188,8 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q8_0>(const tile_regs<EMBER
 		const uint32_t w0 = (g & 2) ? u4get(t.d0, 2 * i + 1) : u4get(t.d0, 2 * i);
 		const uint32_t w1 = (g & 2) ? u4get(t.d1, 2 * i + 1) : u4get(t.d1, 2 * i);
 		const float d0 = half_bits_to_float(w0 >> (16 * (g & 1))), d1 = half_bits_to_float(w1 >> (16 * (g & 1)));
-		y0 = fmaf(d0, c0s[i] - 1152.0f * S, y0);
-		y1 = fmaf(d1, c1s[i] - 1152.0f * S, y1);
+		y0 = q8_group_epi(y0, d0, c0s[i], S);
+		y1 = q8_group_epi(y1, d1, c1s[i], S);
 	}
 }
 
@@ -193,8 +223,8 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q4_K>(const tile_regs<EMBER
 		const float S = s2.x + s2.y;
 		const float sc0 = byte_lane_to_float(u4get(t.scm0, i), g), m0 = byte_lane_to_float(u4get(t.scm0, 2 + i), g);
 		const float sc1 = byte_lane_to_float(u4get(t.scm1, i), g), m1 = byte_lane_to_float(u4get(t.scm1, 2 + i), g);
-		y0 += (dm0.x * sc0) * (c0s[i] - 1024.0f * S) - (dm0.y * m0) * S;
-		y1 += (dm1.x * sc1) * ((c1s[i] - 1024.0f * S) * 0.0625f) - (dm1.y * m1) * S;
+		y0 = q4k_group_epi(y0, __fmul_rn(dm0.x, sc0), __fmul_rn(dm0.y, m0), c0s[i], S, false);
+		y1 = q4k_group_epi(y1, __fmul_rn(dm1.x, sc1), __fmul_rn(dm1.y, m1), c1s[i], S, true);
 	}
 }
 
@@ -222,8 +252,8 @@ __device__ __forceinline__ void tile_compute<EMBER_T_Q6_K>(const tile_regs<EMBER
 	for (int i = 0; i < 4; i++) {
 		const float S = sx[g + 4 * i]; /* step s = g + 4i: its scale is byte g of word i */
 		const float sc0 = sbyte_lane_to_float(u4get(t.sc0, i), g), sc1 = sbyte_lane_to_float(u4get(t.sc1, i), g);
-		y0 = fmaf(d0 * sc0, c0s[i] - 1056.0f * S, y0);
-		y1 = fmaf(d1 * sc1, (c1s[i] - 1536.0f * S) * 0.0625f, y1);
+		y0 = q6k_group_epi(y0, __fmul_rn(d0, sc0), c0s[i], S, false);
+		y1 = q6k_group_epi(y1, __fmul_rn(d1, sc1), c1s[i], S, true);
 	}
 }
 

@@ -18,82 +18,11 @@
 #include "gemv_stream.cuh"
 
 #include "gemv_core.cuh"
+#include "gemv_ring.cuh"
 
-#define STREAM_MAX_RING 8
 #ifndef STREAM_MIN_BLOCKS_W4
 #define STREAM_MIN_BLOCKS_W4 4 /* CTAs per SM the 4-warp kernel's registers must allow */
 #endif
-
-/* Ring-depth-dependent wait: all but the newest n committed groups complete. */
-static __device__ __forceinline__ void cp_async_wait_dyn(int n)
-{
-	switch (n) {
-	case 0: cp_async_wait<0>(); break;
-	case 1: cp_async_wait<1>(); break;
-	case 2: cp_async_wait<2>(); break;
-	case 3: cp_async_wait<3>(); break;
-	case 4: cp_async_wait<4>(); break;
-	case 5: cp_async_wait<5>(); break;
-	default: cp_async_wait<6>(); break;
-	}
-}
-
-/* A position in the CTA's sequence of rounds: unit (row tile in grid-stride order), pass (SwiGLU:
- * 0 gate, 1 up), round within the pass, and what that round reads. Advanced one round at a time
- * with no division (the per-round bookkeeping runs in every thread, next to ~300 instructions of
- * tile math per warp). */
-struct stream_cursor {
-	int unit, pass, rr;      /* rr: round within the pass */
-	int si, rt, type;        /* segment, its row tile, its weight type */
-	const uint8_t *src;      /* first tile of this round in global memory */
-	int tb;                  /* tile bytes of this segment */
-};
-
-template <int EPI, int W>
-static __device__ __forceinline__ void cursor_locate(const ember_gemv_args &a, stream_cursor &c, int kt_count)
-{
-	c.rt = locate_tile(a, c.unit, EPI == EMBER_GEMV_SWIGLU, &c.si);
-	c.si += c.pass;
-	const ember_gemv_seg &seg = a.seg[c.si];
-	c.type = seg.type;
-	c.tb = (int)ember_tile_bytes(seg.type);
-	c.src = tile_base(seg, c.rt, kt_count * EMBER_TILE_K) + (size_t)c.rr * W * c.tb;
-}
-
-template <int EPI, int W>
-static __device__ __forceinline__ void cursor_next(const ember_gemv_args &a, stream_cursor &c, int rpp, int kt_count)
-{
-	constexpr int P = EPI == EMBER_GEMV_SWIGLU ? 2 : 1;
-	if (++c.rr < rpp) {
-		c.src += (size_t)W * c.tb;
-		return;
-	}
-	c.rr = 0;
-	if (++c.pass == P) {
-		c.pass = 0;
-		c.unit += (int)gridDim.x;
-	}
-	cursor_locate<EPI, W>(a, c, kt_count);
-}
-
-/* Issues the round at cursor c (round number g) into ring slot `slot` when the CTA has it, and
- * commits a group either way (uniform group counts), then advances c. */
-template <int EPI, int W>
-static __device__ __forceinline__ void stream_issue(const ember_gemv_args &a, stream_cursor &c, uint8_t *ring,
-                                                    size_t slot_bytes, int slot, int g, int n_rounds, int rpp,
-                                                    int kt_count)
-{
-	if (g < n_rounds) {
-		const int t0 = c.rr * W;
-		const int nt = kt_count - t0 < W ? kt_count - t0 : W;
-		const int chunks = nt * c.tb / 16;
-		uint8_t *dst = ring + (size_t)slot * slot_bytes;
-		for (int i = threadIdx.x; i < chunks; i += W * 32)
-			cp_async16(dst + (size_t)i * 16, c.src + (size_t)i * 16);
-		cursor_next<EPI, W>(a, c, rpp, kt_count);
-	}
-	cp_async_commit();
-}
 
 /* Adds the warps' sums of a finished job (16 threads, one row each; seg/rt/pass: the job's) and
  * applies the epilogue. SwiGLU keeps the gate sum of pass 0 in *gate until pass 1 of the same rows. */
@@ -121,8 +50,7 @@ static __device__ __forceinline__ void stream_finish(const ember_gemv_args &a, c
 	} else if (pass == 0) {
 		*gate = y;
 	} else {
-		const float g = *gate;
-		static_cast<__half *>(a.out_h)[row] = __float2half_rn(g / (1.0f + expf(-g)) * y);
+		static_cast<__half *>(a.out_h)[row] = swiglu_h(*gate, y);
 	}
 }
 
@@ -282,6 +210,40 @@ static int stream_dispatch(const ember_gemv_args *a, int k_pad, int n_sm, cudaSt
 	return stream_dispatch_epi<EMBER_GEMV_IN_RMS, W>(a, k_pad, n_sm, stream);
 }
 
+extern "C" int ember_gemv_smem_optin(int *out)
+{
+	static int smem_optin = 0;
+	if (!smem_optin) {
+		int dev = 0;
+		CUDA_CHECK(cudaGetDevice(&dev));
+		CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	}
+	*out = smem_optin;
+	return 0;
+}
+
+extern "C" int ember_gemv_stream_fit(int *fits, int *out_w, int *out_r, const struct ember_gemv_args *a, int k_pad, size_t tb_max)
+{
+	const int W = a->stream_warps == 4 ? 4 : 8;
+	int R = a->stream_ring > 0 ? a->stream_ring : 3;
+	if (R < 2)
+		R = 2;
+	if (R > STREAM_MAX_RING)
+		R = STREAM_MAX_RING;
+	/* The ring shrinks to what the SM's shared memory holds next to the input; none fits: plain kernel. */
+	int smem_optin = 0;
+	const int rc = ember_gemv_smem_optin(&smem_optin);
+	if (rc)
+		return rc;
+	const size_t fixed = (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + (32 + 2 * W * 16) * 4;
+	while (R > 2 && fixed + (size_t)R * W * tb_max > (size_t)smem_optin)
+		R--;
+	*fits = fixed + (size_t)R * W * tb_max <= (size_t)smem_optin;
+	*out_w = W;
+	*out_r = R;
+	return 0;
+}
+
 extern "C" int ember_gemv_stream(int *out_ran, const struct ember_gemv_args *a_in, int k_pad, int n_sm,
                                  cudaStream_t stream)
 {
@@ -295,24 +257,10 @@ extern "C" int ember_gemv_stream(int *out_ran, const struct ember_gemv_args *a_i
 		const size_t tb = ember_tile_bytes(a->seg[i].type);
 		tb_max = tb > tb_max ? tb : tb_max;
 	}
-	const int W = a->stream_warps == 4 ? 4 : 8;
-	int R = a->stream_ring > 0 ? a->stream_ring : 3;
-	if (R < 2)
-		R = 2;
-	if (R > STREAM_MAX_RING)
-		R = STREAM_MAX_RING;
-	/* The ring shrinks to what the SM's shared memory holds next to the input; none fits: plain kernel. */
-	static int smem_optin = 0;
-	if (!smem_optin) {
-		int dev = 0;
-		CUDA_CHECK(cudaGetDevice(&dev));
-		CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-	}
-	const size_t fixed = (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + (32 + 2 * W * 16) * 4;
-	while (R > 2 && fixed + (size_t)R * W * tb_max > (size_t)smem_optin)
-		R--;
-	if (fixed + (size_t)R * W * tb_max > (size_t)smem_optin)
-		return 0;
+	int W = 0, R = 0, fits = 0;
+	const int rc = ember_gemv_stream_fit(&fits, &W, &R, a, k_pad, tb_max);
+	if (rc || !fits)
+		return rc;
 	a->stream_warps = W;
 	a->stream_ring = R;
 	a->ring_bytes = (int)((size_t)R * W * tb_max);

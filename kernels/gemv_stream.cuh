@@ -8,6 +8,7 @@
 #ifndef EMBER_KERNELS_GEMV_STREAM_CUH
 #define EMBER_KERNELS_GEMV_STREAM_CUH
 
+#include <stddef.h>
 #include <cuda_runtime_api.h>
 
 #include "gemv.cuh"
@@ -21,6 +22,13 @@ extern "C" {
  * ember_gemv's checks and carry n_tiles; k_pad is k rounded up to 256; n_sm the SM count.
  * Returns 0 or a negative ember error. */
 int ember_gemv_stream(int *out_ran, const struct ember_gemv_args *args, int k_pad, int n_sm, cudaStream_t stream);
+
+/* The streaming kernel's shape for args (already checked by ember_gemv): *fits = 1 when its ring
+ * of *out_r >= 2 rounds of *out_w warps' tiles (largest tile tb_max) fits in shared memory next to
+ * the staged input; otherwise the plain kernel (4 warps) runs. 0 or a negative ember error. */
+int ember_gemv_stream_fit(int *fits, int *out_w, int *out_r, const struct ember_gemv_args *args, int k_pad, size_t tb_max);
+/* The device's opt-in shared memory per block (cached). */
+int ember_gemv_smem_optin(int *out);
 
 #ifdef __cplusplus
 }
