@@ -274,6 +274,28 @@ spec_lie)
   has_label "eval-dflash:infra-error" || fail "no eval-dflash:infra-error label: $(jq -c .verdict.labels "$RESULT")"
   pass "lying spec stats -> infra-error"
   ;;
+ember_spec)
+  # ember's real speculative path, end to end through abgate: this repository's own HEAD against
+  # itself with guards/spec-cpu.json (tiny target, seeded draft). Every speculative answer must equal
+  # the plain one, the stats must pass the harness's cross-check, and nothing may fire.
+  git -C "$SRC_ROOT" rev-parse --verify -q HEAD >/dev/null || { echo "SKIP: $SRC_ROOT is not a git checkout"; exit 77; }
+  RESULT=$WORK/result.json
+  set +e
+  "$ABGATE" eval --repo "$SRC_ROOT" --base HEAD --head HEAD --suite "$SRC_ROOT/guards/spec-cpu.json" \
+    --state "$WORK/state" --json "$RESULT" --markdown "$WORK/comment.md" --seed 11 --quiet \
+    --pairs-max 6 > "$WORK/stdout.txt" 2> "$WORK/stderr.txt"
+  RC=$?
+  set -e
+  expect_rc 0
+  has_label "eval-dflash:none" || fail "no eval-dflash:none: $(jq -c .verdict.labels "$RESULT")"
+  jq -e '[.gates[] | select(.name == "spec_exact" and .pass == true)] | length == 1' "$RESULT" >/dev/null \
+    || fail "spec_exact: $(jq -c '.gates' "$RESULT")"
+  jq -e '.spec.models.tiny.head.compared >= 12 and .spec.models.tiny.head.stats_faults == 0 and .spec.models.tiny.kind == "dflash"' \
+    "$RESULT" >/dev/null || fail "spec record: $(jq -c .spec "$RESULT")"
+  jq -e '[.samples[] | select(.metric == "tau" and .ok == true and .value >= 1)] | length >= 24' "$RESULT" >/dev/null \
+    || fail "tau samples: $(jq -c '[.samples[] | select(.metric == "tau")][0]' "$RESULT")"
+  pass "ember spec A/A -> $(jq -c .verdict.labels "$RESULT"), tau $(jq -r '[.metrics[] | select(.name == "tau")][0].head.median' "$RESULT")"
+  ;;
 *)
   fail "unknown case $1"
   ;;
