@@ -198,6 +198,24 @@ static void answers_clear(struct loop *L, int side)
 	}
 }
 
+/* Counts one comparison of two token lists into a tally (compared, identical, and the earliest
+ * divergence with the request it was seen in): greedy agreement and spec exactness both keep one. */
+static void tally_match(int *compared, int *identical, int *first_diff, int *diff_ctx, int *diff_pair,
+	const int32_t *a, int na, const int32_t *b, int nb, int ctx, int pair)
+{
+	int n = na < nb ? na : nb, k = 0;
+	while (k < n && a[k] == b[k])
+		k++;
+	(*compared)++;
+	if (k == n && na == nb) {
+		(*identical)++;
+	} else if (*first_diff < 0 || k < *first_diff) {
+		*first_diff = k;
+		*diff_ctx = ctx;
+		*diff_pair = pair;
+	}
+}
+
 /* Greedy agreement: compares the decode tokens both sides gave `model` in `pair` (the latest
  * process of each side, so a retried process counts once), then drops them. */
 static void agreement_add(struct loop *L, int model, int pair)
@@ -207,17 +225,8 @@ static void agreement_add(struct loop *L, int model, int pair)
 		const struct answer *b = &L->answers[AB_SIDE_BASE][i], *h = &L->answers[AB_SIDE_HEAD][i];
 		if (b->tokens == NULL || h->tokens == NULL)
 			continue;
-		int n = b->n < h->n ? b->n : h->n, k = 0;
-		while (k < n && b->tokens[k] == h->tokens[k])
-			k++;
-		a->compared++;
-		if (k == n && b->n == h->n) {
-			a->identical++;
-		} else if (a->first_diff < 0 || k < a->first_diff) {
-			a->first_diff = k;
-			a->diff_ctx = L->slots[i].ctx;
-			a->diff_pair = pair;
-		}
+		tally_match(&a->compared, &a->identical, &a->first_diff, &a->diff_ctx, &a->diff_pair,
+			b->tokens, b->n, h->tokens, h->n, L->slots[i].ctx, pair);
 	}
 	answers_clear(L, AB_SIDE_BASE);
 	answers_clear(L, AB_SIDE_HEAD);
@@ -255,23 +264,6 @@ static int spec_prompt(struct loop *L, const char *model, int ctx, int pair, uin
 	memcpy(L->prompt, w->tokens, (size_t)ctx * sizeof(uint32_t));
 	ab_schedule_windows_free(w);
 	return 0;
-}
-
-/* The exactness record of one (plain, speculative) answer pair. */
-static void spec_exact_add(struct ab_spec_exact *e, const struct ab_sut_gen *plain,
-	const struct ab_sut_gen *spec, int ctx, int pair)
-{
-	int n = plain->n_tokens < spec->n_tokens ? plain->n_tokens : spec->n_tokens, k = 0;
-	while (k < n && plain->tokens[k] == spec->tokens[k])
-		k++;
-	e->compared++;
-	if (k == n && plain->n_tokens == spec->n_tokens) {
-		e->identical++;
-	} else if (e->first_diff < 0 || k < e->first_diff) {
-		e->first_diff = k;
-		e->diff_ctx = ctx;
-		e->diff_pair = pair;
-	}
 }
 
 /* Fills the three spec samples of one context from a plain and a speculative answer. A speculative
@@ -353,7 +345,8 @@ static int spec_run(struct loop *L, struct ab_sample *v, size_t *done, ab_sut *s
 				speculative) < 0)
 				goto cleanup;
 		}
-		spec_exact_add(e, &gen[0], &gen[1], ctx, pair);
+		tally_match(&e->compared, &e->identical, &e->first_diff, &e->diff_ctx, &e->diff_pair,
+			gen[0].tokens, gen[0].n_tokens, gen[1].tokens, gen[1].n_tokens, ctx, pair);
 		spec_samples_fill(&v[*done], e, &gen[0], &gen[1]);
 		*done += SPEC_METRICS;
 		ab_sut_gen_clear(&gen[0]);
