@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/gpu-spec.sh - speculative decoding's run on the GPU machine (not CI): builds ember, generates
 # qwen3-8b / qwen3-0.6b q4_k_m targets and untrained 5-layer block-16 DFlash drafts, runs
-# test_cuda_spec (with the 8B pair), ember-bench --spec (plain vs spec tok/s, tau, draft / verify /
+# test_cuda_spec (generated models, then the 8B pair), ember-bench --spec (plain vs spec tok/s, tau, draft / verify /
 # other per step, verify window vs decode step), `ember serve --backend cuda --draft`, then
 # test_cuda_verify when time is left. Logs under $OUT (summary.log, build, gen, spec, bench, serve,
 # verify). jansson's Debian packages come from ./deb when the image lacks the headers.
@@ -29,9 +29,9 @@ mkdir -p $M
  $B/ember gen --draft-for qwen3-8b --layers 5 --block 16 --seed 2 -o $M/8b-draft.gguf
  $B/ember gen --shape qwen3-8b --quant q4_k_m --seed 1 -o $M/8b.gguf) >"$OUT/gen.log" 2>&1 &
 GP=$!
-wait $GP || { log "FAIL gen"; tail -20 "$OUT/gen.log"; }
-log "models generated"
-EMBER_SPEC_8B=$M/8b.gguf EMBER_SPEC_8B_DRAFT=$M/8b-draft.gguf run "$OUT/spec.log" 200 test_cuda_spec $B/test_cuda_spec
+run "$OUT/spec.log" 200 test_cuda_spec $B/test_cuda_spec
+wait $GP && log "models generated" || { log "FAIL gen"; tail -20 "$OUT/gen.log"; }
+run "$OUT/spec.log" 150 "test_cuda_spec 8b" $B/test_cuda_spec $M/8b.gguf $M/8b-draft.gguf
 grep -E "FAIL|FATAL|rel L2|spec tokens|steps," "$OUT/spec.log" | head -40
 CTX=${CTX:-128,4k}
 REPS=${REPS:-7}
