@@ -247,7 +247,7 @@ static int open_model(struct ember_model **model, const struct ember_backend_ops
 	struct ember_backend_config bc = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = batch};
 	if (draft_path) {
 		if (!ember_spec_supported(*ops)) {
-			fprintf(stderr, "ember: backend %s has no speculative decoding; --draft needs cpu\n", (*ops)->name);
+			fprintf(stderr, "ember: backend %s has no speculative decoding; --draft needs cpu or cuda\n", (*ops)->name);
 			return 1;
 		}
 		if (ember_draft_load(draft, draft_path, *model)) {

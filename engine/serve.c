@@ -520,7 +520,7 @@ static int start(struct server *s)
 	if (c->draft_path) {
 		if (!ember_spec_supported(s->ops))
 			return ember_error_set(EMBER_EUNSUPPORTED, "backend %s has no speculative decoding (draft_attach, "
-			                       "draft_commit, draft_propose); --draft needs one that has (cpu)", s->ops->name);
+			                       "draft_commit, draft_propose); --draft needs one that has (cpu, cuda)", s->ops->name);
 		if (ember_draft_load(&s->draft, c->draft_path, s->model) ||
 		    ember_spec_depth_from_env(s->draft->block_size, &s->spec_depth))
 			return EMBER_ERROR;

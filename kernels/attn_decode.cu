@@ -447,7 +447,7 @@ static __device__ __forceinline__ void lean_pv(float (&o)[G][D / 32], const uint
  * decode step); the verify window appends all its rows first (attn_window_append_kernel) and
  * reads them from the cache like any other key (the same fp16 bits). */
 template <int D, int G, bool APPEND>
-static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, int pos)
+static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, int pos, int n_keys)
 {
 	__shared__ __align__(16) float q_s[G][D];
 	__shared__ __align__(16) __half kv_new[2][D]; /* the appended K and V row, fp16 as stored */
@@ -459,10 +459,10 @@ static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, 
 
 	const int h = blockIdx.x, s = blockIdx.y;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
-	const int n_split = a.n_split, n_keys = pos + 1;
+	const int n_split = a.n_split;
 	int chunk = (n_keys + n_split - 1) / n_split;
 	chunk = (chunk + ATTN_THREADS - 1) / ATTN_THREADS * ATTN_THREADS;
-	/* Splits 0..n_active-1 hold keys; every CTA derives the same n_active from pos. */
+	/* Splits 0..n_active-1 hold keys; every CTA derives the same n_active from n_keys. */
 	const int n_active = min(n_split, (n_keys + chunk - 1) / chunk);
 	if (s >= n_active)
 		return;
@@ -538,7 +538,7 @@ static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, 
 	while (base < end) {
 		const int p = base + lane, next = base + ATTN_THREADS;
 		const bool valid = p < end;
-		if (p == pos) {
+		if (APPEND && p == pos) { /* without APPEND the cache row (appended earlier) is used */
 #pragma unroll
 			for (int c = 0; c < D / 8; c++)
 				kraw[c] = reinterpret_cast<const uint4 *>(kv_new[0])[c];
@@ -657,11 +657,12 @@ template <int D, int G>
 static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_decode_lean_kernel(const ember_attn_args a)
 {
 	asm volatile("griddepcontrol.launch_dependents;\n" ::);
-	attn_lean_body<D, G, true>(a, a.state->pos);
+	attn_lean_body<D, G, true>(a, a.state->pos, a.state->pos + 1);
 }
 
 /* Verify window: token z of the window at position state->pos + z, its projections, output and
- * merge scratch offset by z (ember_attn_window). Same split layout as a decode step there. */
+ * merge scratch offset by z (ember_attn_window). Same split layout as a decode step there. With
+ * a.full every token sees the whole window (keys 0..state->pos + n_tok - 1), not the causal prefix. */
 template <int D, int G>
 static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_window_kernel(const ember_attn_args a_in, int ld_qkv)
 {
@@ -672,7 +673,8 @@ static __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_window_kernel(con
 	a.part_o = a_in.part_o + (size_t)z * a_in.n_kv * a_in.n_split * G_ * D;
 	a.part_ml = a_in.part_ml + (size_t)z * a_in.n_kv * a_in.n_split * G_ * 2;
 	a.counters = a_in.counters + (size_t)z * a_in.n_kv;
-	attn_lean_body<D, G, false>(a, a_in.state->pos + z);
+	const int pos = a_in.state->pos + z;
+	attn_lean_body<D, G, false>(a, pos, a_in.full ? a_in.state->pos + (int)gridDim.z : pos + 1);
 }
 
 /* Verify window, before attn_window_kernel: appends the K (q/k-normed, RoPE'd) and V rows of every

@@ -8,6 +8,11 @@
  * --verify N times, at each --decode context, one all-rows forward of N tokens (the verify window of
  * speculative decoding, kernels/README.md) against one single-token forward, both as the server
  * calls them (host round trip included), and against the per-token time of a greedy run.
+ * --spec DRAFT, at each --decode context, decodes --gen tokens speculatively with the DFlash draft
+ * (EMBER_SPEC_DEPTH proposals per step) after the same prompt: spec tok/s against the plain greedy
+ * run's, tau, the time per target step split into draft / verify / other (commit, host), the
+ * break-even tau those give against a plain step, and whether the spec tokens equal the plain ones
+ * (a mismatch fails the run).
  * --check-stepwise N compares the batched prefill's logits with N token-by-token steps on the same
  * backend (top-1 agreement and mean KL), the GPU-side consistency check of kernels/NOTES.md.
  */
@@ -19,8 +24,10 @@
 #include <time.h>
 
 #include "backend.h"
+#include "draft.h"
 #include "error.h"
 #include "model.h"
+#include "spec.h"
 
 #define BW_LIMIT 4.3e12
 #define FLOP_LIMIT 700e12
@@ -63,7 +70,8 @@ static int parse_list(const char *s, int *out, int max)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ember-bench --model FILE [--backend cuda|cpu] [--decode 128,4k,32k] [--prefill 512,4k,32k]\n"
-	                "                   [--gen 128] [--reps 5] [--n-ctx N] [--seed S] [--check-stepwise N] [--verify N]\n");
+	                "                   [--gen 128] [--reps 5] [--n-ctx N] [--seed S] [--check-stepwise N] [--verify N]\n"
+	                "                   [--spec DRAFT]\n");
 }
 
 /* Matrix bytes read per decoded token (every layer weight plus the LM head), and the matrix
@@ -169,9 +177,58 @@ static int bench_verify(const struct ember_backend_ops *ops, struct ember_backen
 	return 0;
 }
 
+/* --spec: gen tokens after the C-token prompt, speculatively (reps timed runs after one warm-up)
+ * against `plain` (the greedy tokens: plain[0] from the prefill, then decode_greedy), whose decode
+ * ran at plain_tps tokens/s. Returns 0, 1 on an engine error, 2 when the tokens differ. */
+static int bench_spec(const struct ember_backend_ops *ops, struct ember_backend *be, const struct ember_draft *d,
+                      const int32_t *tokens, int C, int gen, int reps, const int32_t *plain, double plain_tps)
+{
+	int depth = 0, same = 1;
+	double tps[MAX_REPS], draft[MAX_REPS], verify[MAX_REPS], other[MAX_REPS], tau = 0;
+	struct ember_spec_stats st = {0};
+	int32_t *got = malloc((size_t)gen * sizeof(int32_t));
+	if (!got || ember_spec_depth_from_env(d->block_size, &depth)) {
+		free(got);
+		return 1;
+	}
+	for (int r = -1; r < reps; r++) {
+		if (ember_spec_generate(ops, be, d, tokens, C, gen, depth, got, &st, NULL, NULL)) {
+			free(got);
+			return 1;
+		}
+		same &= memcmp(got, plain, (size_t)gen * sizeof(int32_t)) == 0;
+		if (r < 0)
+			continue;
+		const double decode_ms = st.total_ms - st.prefill_ms, steps = st.target_steps ? st.target_steps : 1;
+		tps[r] = (gen - 1) / (decode_ms * 1e-3);
+		draft[r] = st.draft_ms / steps * 1e-3;
+		verify[r] = st.verify_ms / steps * 1e-3;
+		other[r] = (decode_ms - st.draft_ms - st.verify_ms) / steps * 1e-3;
+		tau = st.accept_mean;
+	}
+	double lo, hi, dl, dh, vl, vh, ol, oh;
+	qsort(tps, (size_t)reps, sizeof(double), cmp_double);
+	const double med = reps % 2 ? tps[reps / 2] : 0.5 * (tps[reps / 2 - 1] + tps[reps / 2]);
+	lo = tps[0];
+	hi = tps[reps - 1];
+	const double dm = ms_stats(draft, reps, &dl, &dh), vm = ms_stats(verify, reps, &vl, &vh), om = ms_stats(other, reps, &ol, &oh);
+	const double step_ms = 1e3 / plain_tps;
+	printf("spec     ctx=%-6d depth=%-2d spec tok/s median %8.1f  min %8.1f  max %8.1f  spread %5.1f%% | plain tok/s %8.1f "
+	       "| speedup %.3f | tau %.3f (%d steps, %d drafted, %d accepted)\n",
+	       C, depth, med, lo, hi, 100.0 * (hi - lo) / med, plain_tps, med / plain_tps, tau, st.target_steps, st.drafted,
+	       st.accepted);
+	printf("spec     ctx=%-6d per step ms: draft %.3f [%.3f..%.3f] verify %.3f [%.3f..%.3f] other %.3f [%.3f..%.3f] | "
+	       "plain step %.3f | draft/step %.3f | break-even tau %.2f | spec tokens == plain tokens: %s (%d tokens)\n",
+	       C, dm, dl, dh, vm, vl, vh, om, ol, oh, step_ms, dm / step_ms, (dm + vm + om) / step_ms, same ? "yes" : "NO", gen);
+	fflush(stdout);
+	free(got);
+	return same ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
-	const char *model_path = NULL, *backend_name = NULL;
+	const char *model_path = NULL, *backend_name = NULL, *draft_path = NULL;
+	struct ember_draft *draft = NULL;
 	int decode_ctx[MAX_POINTS], prefill_len[MAX_POINTS], n_decode = 0, n_prefill = 0;
 	int gen = 128, reps = 5, n_ctx = 0, stepwise = 0, verify = 0;
 	uint64_t seed = 1;
@@ -187,6 +244,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(a, "--check-stepwise") && v) stepwise = atoi(argv[++i]);
 		else if (!strcmp(a, "--verify") && v) verify = atoi(argv[++i]);
+		else if (!strcmp(a, "--spec") && v) draft_path = argv[++i];
 		else {
 			usage();
 			return 2;
@@ -223,10 +281,25 @@ int main(int argc, char **argv)
 	need_ctx = stepwise > need_ctx ? stepwise : need_ctx;
 	struct ember_backend_config cfg = {.n_ctx = n_ctx > 0 ? n_ctx : need_ctx};
 	double t0 = now_s();
-	if (ops->create(&be, model, &cfg)) {
+	if (draft_path) {
+		if (!ember_spec_supported(ops)) {
+			fprintf(stderr, "ember-bench: backend %s has no speculative decoding\n", ops->name);
+			goto cleanup;
+		}
+		if (ember_draft_load(&draft, draft_path, model)) {
+			fprintf(stderr, "ember-bench: %s\n", ember_error_last());
+			goto cleanup;
+		}
+		cfg.capture_layers = draft->target_layers;
+		cfg.n_capture = draft->n_target_layers;
+	}
+	if (ops->create(&be, model, &cfg) || (draft && ops->draft_attach(be, draft))) {
 		fprintf(stderr, "ember-bench: %s backend: %s\n", ops->name, ember_error_last());
 		goto cleanup;
 	}
+	if (draft)
+		printf("draft %s (%s, %d layers, block %d, %d target layers)\n", draft->name, draft->file_type,
+		       draft->hp.n_layer, draft->block_size, draft->n_target_layers);
 	double bytes_tok, params;
 	model_costs(model, &bytes_tok, &params);
 	const struct ember_hparams *hp = &model->hp;
@@ -302,15 +375,32 @@ int main(int argc, char **argv)
 		}
 		const double bytes = bytes_tok + kv_bytes_per_pos * (C + gen / 2.0);
 		report("decode", C, tps, reps, bytes / BW_LIMIT, "of 4.3 TB/s");
-		if (verify && bench_verify(ops, be, tokens, C, verify, reps, 1e3 / tps[reps / 2])) {
+		const double greedy_tps = tps[reps / 2];
+		if (verify && bench_verify(ops, be, tokens, C, verify, reps, 1e3 / greedy_tps)) {
 			fprintf(stderr, "ember-bench: verify at %d: %s\n", C, ember_error_last());
 			goto cleanup;
+		}
+		if (draft) {
+			/* the plain tokens of the spec run: the prefill's argmax, then gen - 1 greedy steps */
+			if (ops->forward(be, tokens, C, 0, 0, NULL, &out[0]) ||
+			    (gen > 1 && ember_backend_decode(ops, be, out[0], C, gen - 1, out + 1))) {
+				fprintf(stderr, "ember-bench: plain tokens at %d: %s\n", C, ember_error_last());
+				goto cleanup;
+			}
+			int src = bench_spec(ops, be, draft, tokens, C, gen, reps, out, greedy_tps);
+			if (src) {
+				if (src == 1)
+					fprintf(stderr, "ember-bench: spec at %d: %s\n", C, ember_error_last());
+				rc = src;
+				goto cleanup;
+			}
 		}
 	}
 	rc = 0;
 cleanup:
 	if (be)
 		ops->destroy(be);
+	ember_draft_free(draft);
 	ember_model_free(model);
 	free(tokens);
 	free(out);

@@ -102,6 +102,7 @@ static void cuda_destroy(struct ember_backend *be)
 {
 	if (!be)
 		return;
+	ember_cuda_draft_free(be->draft);
 	if (be->graph)
 		cudaGraphExecDestroy(be->graph);
 	for (int i = 0; i < 17; i++)
@@ -507,6 +508,9 @@ const struct ember_backend_ops ember_backend_cuda_ops = {
 	.create = cuda_create,
 	.forward = cuda_forward_op,
 	.decode_greedy = cuda_decode_greedy_op,
+	.draft_attach = ember_cuda_draft_attach,
+	.draft_commit = ember_cuda_draft_commit,
+	.draft_propose = ember_cuda_draft_propose,
 	.device_name = cuda_device_name,
 	.destroy = cuda_destroy,
 };

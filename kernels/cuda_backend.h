@@ -1,7 +1,8 @@
 /*
  * cuda_backend.h - internal state of ember's CUDA backend, shared by cuda_backend.c (create,
- * weights, memory, ops table) and cuda_run.c (the decode step, its CUDA graph, the batched
- * prefill). Not a public header: the engine sees only ember_backend_cuda_ops (backend.h).
+ * weights, memory, ops table), cuda_run.c (the decode step, its CUDA graph, the batched prefill,
+ * the verify window) and cuda_draft.c (the DFlash draft ops). Not a public header: the engine
+ * sees only ember_backend_cuda_ops (backend.h).
  */
 #ifndef EMBER_CUDA_BACKEND_H
 #define EMBER_CUDA_BACKEND_H
@@ -104,6 +105,8 @@ struct ember_backend {
 	float *cap;
 
 	size_t bytes_weights, bytes_f16, bytes_kv, bytes_scratch;
+
+	struct cuda_draft *draft;    /* the attached DFlash draft (cuda_draft.c), or NULL */
 };
 
 struct cuda_win_host {
@@ -117,6 +120,16 @@ struct cuda_win_host {
 int ember_cuda_captured(struct ember_backend *be, const float **dev, int *n_rows, int *pos0);
 /* The same rows copied to host dst (room for max_rows rows of n_capture * n_embd floats). */
 int ember_cuda_captured_read(struct ember_backend *be, float *dst, int max_rows, int *n_rows, int *pos0);
+
+/* cuda_draft.c: the DFlash draft ops of backend.h on the device (contracts there). attach
+ * uploads the draft (fp16 weights, its own context K/V for n_ctx + block positions); commit
+ * reads the capture buffer above on the device; propose runs the block pass as a CUDA graph. */
+struct cuda_draft;
+int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *draft);
+int ember_cuda_draft_commit(struct ember_backend *be, int pos, int n_rows);
+int ember_cuda_draft_propose(struct ember_backend *be, int32_t last_token, int pos, int depth, int32_t *out,
+                             float *logits);
+void ember_cuda_draft_free(struct cuda_draft *dr);
 
 /* cuda_run.c */
 int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,

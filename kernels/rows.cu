@@ -141,3 +141,20 @@ extern "C" int ember_argmax_rows(int32_t *out, const float *logits, int n_rows, 
 	CUDA_CHECK_LAUNCH("argmax_rows_kernel");
 	return 0;
 }
+
+static __global__ void f16_from_f32_kernel(__half *out, const float *x, size_t n)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		out[i] = __float2half_rn(x[i]);
+}
+
+extern "C" int ember_f16_from_f32(void *out, const float *x, size_t n, cudaStream_t stream)
+{
+	EMBER_REQUIRE(out && x && n > 0);
+	size_t blocks = (n + 255) / 256;
+	if (blocks > 4096)
+		blocks = 4096;
+	f16_from_f32_kernel<<<(unsigned)blocks, 256, 0, stream>>>(static_cast<__half *>(out), x, n);
+	CUDA_CHECK_LAUNCH("f16_from_f32_kernel");
+	return 0;
+}

@@ -1,7 +1,7 @@
 /*
  * rows.cuh - the row-wise ops of the batched (prefill) path: RMSNorm of the residual rows into
  * fp16 GEMM inputs, q/k RMSNorm + RoPE with the K/V append to the cache, SwiGLU of the gate/up
- * GEMM output, and the greedy argmax over logits rows. Plain C declarations.
+ * GEMM output, an fp32 -> fp16 cast, and the greedy argmax over logits rows. Plain C declarations.
  */
 #ifndef EMBER_KERNELS_ROWS_CUH
 #define EMBER_KERNELS_ROWS_CUH
@@ -31,6 +31,9 @@ int ember_qk_norm_rope_rows(const struct ember_qk_rope_args *args, cudaStream_t 
 
 /* out[t][i] = fp16(silu(gu[t][i]) * gu[t][n_ff + i]) for t < n_rows, i < n_ff. */
 int ember_swiglu_rows(void *out_f16, const float *gu, int n_rows, int n_ff, cudaStream_t stream);
+
+/* out[i] = fp16(x[i]) for i < n (the DFlash draft's captured fp32 hidden states into GEMM input). */
+int ember_f16_from_f32(void *out_f16, const float *x, size_t n, cudaStream_t stream);
 
 /* out[t] = argmax_i logits[t][i] (lowest index on ties) for t < n_rows. */
 int ember_argmax_rows(int32_t *out, const float *logits, int n_rows, int n_cols, cudaStream_t stream);
