@@ -161,6 +161,40 @@ struct attn_job {
 	int layer, n_tok, pos;
 };
 
+/*
+ * One query head's attention: softmax(q . k * scale) over n0 keys of a first segment, then n1 of a
+ * second (the draft's block after its context; n1 = 0 for the target's causal prefix), and the
+ * weighted sum of the values into out[hd]. Key and value rows are `stride` floats apart, the head's
+ * offset already applied. One code path for every row keeps a window's rows equal to single steps.
+ */
+static void attend_head(float *out, const float *q, int hd, float scale, float *scores, const float *k0,
+	const float *v0, int n0, const float *k1, const float *v1, int n1, size_t stride)
+{
+	const int n_keys = n0 + n1;
+	float max = -INFINITY;
+	for (int j = 0; j < n_keys; j++) {
+		const float *kv = j < n0 ? k0 + (size_t)j * stride : k1 + (size_t)(j - n0) * stride;
+		scores[j] = ember_dot_f32(q, kv, hd) * scale;
+		if (scores[j] > max)
+			max = scores[j];
+	}
+	double sum = 0.0;
+	for (int j = 0; j < n_keys; j++) {
+		scores[j] = expf(scores[j] - max);
+		sum += scores[j];
+	}
+	memset(out, 0, (size_t)hd * sizeof(float));
+	for (int j = 0; j < n_keys; j++) {
+		const float *vv = j < n0 ? v0 + (size_t)j * stride : v1 + (size_t)(j - n0) * stride;
+		const float p = scores[j];
+		for (int i = 0; i < hd; i++)
+			out[i] += p * vv[i];
+	}
+	const float inv = (float)(1.0 / sum);
+	for (int i = 0; i < hd; i++)
+		out[i] *= inv;
+}
+
 static void attn_worker(void *arg, int64_t begin, int64_t end, int thread)
 {
 	const struct attn_job *job = arg;
@@ -174,30 +208,9 @@ static void attn_worker(void *arg, int64_t begin, int64_t end, int thread)
 
 	for (int64_t pair = begin; pair < end; pair++) {
 		const int t = (int)(pair / hp->n_head), h = (int)(pair % hp->n_head), g = h / group;
-		const int n_keys = job->pos + t + 1;
-		const float *qv = be->q + (size_t)t * be->q_dim + (size_t)h * hd;
-		float *out = be->att + (size_t)t * be->q_dim + (size_t)h * hd;
-		float max = -INFINITY;
-		for (int j = 0; j < n_keys; j++) {
-			scores[j] = ember_dot_f32(qv, kc + (size_t)j * be->kv_dim + (size_t)g * hd, hd) * scale;
-			if (scores[j] > max)
-				max = scores[j];
-		}
-		double sum = 0.0;
-		for (int j = 0; j < n_keys; j++) {
-			scores[j] = expf(scores[j] - max);
-			sum += scores[j];
-		}
-		memset(out, 0, (size_t)hd * sizeof(float));
-		for (int j = 0; j < n_keys; j++) {
-			const float *vv = vc + (size_t)j * be->kv_dim + (size_t)g * hd;
-			const float p = scores[j];
-			for (int i = 0; i < hd; i++)
-				out[i] += p * vv[i];
-		}
-		const float inv = (float)(1.0 / sum);
-		for (int i = 0; i < hd; i++)
-			out[i] *= inv;
+		attend_head(be->att + (size_t)t * be->q_dim + (size_t)h * hd, be->q + (size_t)t * be->q_dim + (size_t)h * hd,
+			hd, scale, scores, kc + (size_t)g * hd, vc + (size_t)g * hd, job->pos + t + 1, NULL, NULL, 0,
+			(size_t)be->kv_dim);
 	}
 }
 
@@ -410,37 +423,15 @@ static void draft_attn_worker(void *arg, int64_t begin, int64_t end, int thread)
 	struct ember_backend *be = job->be;
 	struct cpu_draft *dr = be->draft;
 	const int hd = dr->hp.head_dim, group = dr->hp.n_head / dr->hp.n_head_kv, n_ctx_keys = dr->ctx_len;
-	const int n_keys = n_ctx_keys + job->n_block;
 	const float scale = 1.0f / sqrtf((float)hd);
 	const float *kc = dr->k_ctx + (size_t)job->layer * be->n_ctx * dr->kv_dim;
 	const float *vc = dr->v_ctx + (size_t)job->layer * be->n_ctx * dr->kv_dim;
 	float *scores = be->ts[thread].scores;
 	for (int64_t pair = begin; pair < end; pair++) {
 		const int t = (int)(pair / dr->hp.n_head), h = (int)(pair % dr->hp.n_head), g = h / group;
-		const float *qv = dr->q + (size_t)t * dr->q_dim + (size_t)h * hd;
-		float *out = dr->att + (size_t)t * dr->q_dim + (size_t)h * hd;
-		float max = -INFINITY;
-		for (int j = 0; j < n_keys; j++) {
-			const float *kv = j < n_ctx_keys ? kc + (size_t)j * dr->kv_dim : dr->k + (size_t)(j - n_ctx_keys) * dr->kv_dim;
-			scores[j] = ember_dot_f32(qv, kv + (size_t)g * hd, hd) * scale;
-			if (scores[j] > max)
-				max = scores[j];
-		}
-		double sum = 0.0;
-		for (int j = 0; j < n_keys; j++) {
-			scores[j] = expf(scores[j] - max);
-			sum += scores[j];
-		}
-		memset(out, 0, (size_t)hd * sizeof(float));
-		for (int j = 0; j < n_keys; j++) {
-			const float *vv = (j < n_ctx_keys ? vc + (size_t)j * dr->kv_dim : dr->v + (size_t)(j - n_ctx_keys) * dr->kv_dim) +
-			                  (size_t)g * hd;
-			for (int i = 0; i < hd; i++)
-				out[i] += scores[j] * vv[i];
-		}
-		const float inv = (float)(1.0 / sum);
-		for (int i = 0; i < hd; i++)
-			out[i] *= inv;
+		attend_head(dr->att + (size_t)t * dr->q_dim + (size_t)h * hd, dr->q + (size_t)t * dr->q_dim + (size_t)h * hd,
+			hd, scale, scores, kc + (size_t)g * hd, vc + (size_t)g * hd, n_ctx_keys, dr->k + (size_t)g * hd,
+			dr->v + (size_t)g * hd, job->n_block, (size_t)dr->kv_dim);
 	}
 }
 

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,32 @@ cleanup:
 	return error;
 }
 
+/* The hyper-parameter keys of a Qwen3-style decoder under `arch` ("qwen3", "dflash"). Nonzero on failure. */
+static int write_shape(struct ember_gguf_writer *w, const char *arch, const struct ember_gen_shape *s)
+{
+	static const struct { const char *key; size_t offset; } u32s[] = {
+		{ "block_count", offsetof(struct ember_gen_shape, n_layer) },
+		{ "context_length", offsetof(struct ember_gen_shape, n_ctx_train) },
+		{ "embedding_length", offsetof(struct ember_gen_shape, n_embd) },
+		{ "feed_forward_length", offsetof(struct ember_gen_shape, n_ff) },
+		{ "attention.head_count", offsetof(struct ember_gen_shape, n_head) },
+		{ "attention.head_count_kv", offsetof(struct ember_gen_shape, n_head_kv) },
+		{ "attention.key_length", offsetof(struct ember_gen_shape, head_dim) },
+		{ "attention.value_length", offsetof(struct ember_gen_shape, head_dim) },
+	};
+	char key[96];
+	for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]); i++) {
+		snprintf(key, sizeof(key), "%s.%s", arch, u32s[i].key);
+		if (ember_gguf_writer_set_u32(w, key, (uint32_t)*(const int *)((const char *)s + u32s[i].offset)))
+			return EMBER_ERROR;
+	}
+	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
+	if (ember_gguf_writer_set_f32(w, key, 1e-6f))
+		return EMBER_ERROR;
+	snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
+	return ember_gguf_writer_set_f32(w, key, 1e6f) ? EMBER_ERROR : 0;
+}
+
 static int write_metadata(struct ember_gguf_writer *w, const struct ember_gen_shape *s, const struct ember_gen_config *c,
                           int file_type)
 {
@@ -293,16 +320,7 @@ static int write_metadata(struct ember_gguf_writer *w, const struct ember_gen_sh
 	    ember_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
 	    ember_gguf_writer_set_u64(w, "ember.synthetic.seed", c->seed) ||
 	    ember_gguf_writer_set_str(w, "ember.synthetic.shape", s->name) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.block_count", (uint32_t)s->n_layer) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.context_length", (uint32_t)s->n_ctx_train) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.embedding_length", (uint32_t)s->n_embd) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.feed_forward_length", (uint32_t)s->n_ff) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.attention.head_count", (uint32_t)s->n_head) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.attention.head_count_kv", (uint32_t)s->n_head_kv) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.attention.key_length", (uint32_t)s->head_dim) ||
-	    ember_gguf_writer_set_u32(w, "qwen3.attention.value_length", (uint32_t)s->head_dim) ||
-	    ember_gguf_writer_set_f32(w, "qwen3.attention.layer_norm_rms_epsilon", 1e-6f) ||
-	    ember_gguf_writer_set_f32(w, "qwen3.rope.freq_base", 1e6f))
+	    write_shape(w, "qwen3", s))
 		return EMBER_ERROR;
 	return write_tokenizer(w, s);
 }
@@ -552,16 +570,7 @@ int ember_gen_draft_write(const struct ember_gen_draft_config *config, const cha
 	    ember_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
 	    ember_gguf_writer_set_u64(w, "ember.synthetic.seed", config->seed) ||
 	    ember_gguf_writer_set_str(w, "ember.synthetic.draft_for", target->name) ||
-	    ember_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)s.n_layer) ||
-	    ember_gguf_writer_set_u32(w, "dflash.context_length", (uint32_t)s.n_ctx_train) ||
-	    ember_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)s.n_embd) ||
-	    ember_gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)s.n_ff) ||
-	    ember_gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)s.n_head) ||
-	    ember_gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)s.n_head_kv) ||
-	    ember_gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)s.head_dim) ||
-	    ember_gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)s.head_dim) ||
-	    ember_gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", 1e-6f) ||
-	    ember_gguf_writer_set_f32(w, "dflash.rope.freq_base", 1e6f) ||
+	    write_shape(w, "dflash", &s) ||
 	    ember_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)config->block_size) ||
 	    ember_gguf_writer_set_array(w, "dflash.target_layers", EMBER_GGUF_I32, ids, (uint64_t)n_tl) ||
 	    ember_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)(target->n_vocab - 1))) {
