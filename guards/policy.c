@@ -443,7 +443,7 @@ static int refusals(struct decide *d, const struct ab_policy_rules *r, const str
 			return 0;
 		a->close = !exempt;
 		a->no_eval = 1;
-		snprintf(a->key, sizeof(a->key), "login-%.100s", login);
+		snprintf(a->key, sizeof(a->key), "login-%.80s-head-%.12s", login, pr->head_sha ? pr->head_sha : "none");
 		snprintf(a->figures, sizeof(a->figures), "`%s` is on the denylist and is %s%s.", login,
 			 opener ? "the account that opened this pull request" : "an author or committer of a commit here",
 			 !opener && pr->author ? " (opened by another account)" : "");
