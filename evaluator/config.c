@@ -26,8 +26,8 @@
 #define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
 #define SECRET_FILE_MAX (64 << 10)
 
-enum key_type { T_STR, T_SECRET, T_INT, T_I64 };
-enum key_section { S_TOP, S_GITHUB, S_REPO };
+enum key_type { T_STR, T_SECRET, T_INT, T_I64, T_DBL, T_LIST };
+enum key_section { S_TOP, S_GITHUB, S_REPO, S_POLICY };
 
 struct key_def {
 	enum key_section section;
@@ -42,6 +42,7 @@ struct key_def {
 #define TOP(k, t, f, d, lo, hi, m) { S_TOP, k, t, offsetof(struct ab_config, f), d, lo, hi, m }
 #define GH(k, t, f, d, lo, hi, m) { S_GITHUB, k, t, offsetof(struct ab_github_config, f), d, lo, hi, m }
 #define REPO(k, t, f, d, lo, hi, m) { S_REPO, k, t, offsetof(struct ab_repo_config, f), d, lo, hi, m }
+#define POL(k, t, f, d, lo, hi, m) { S_POLICY, k, t, offsetof(struct ab_policy_config, f), d, lo, hi, m }
 
 static const struct key_def key_table[] = {
 	TOP("listen", T_STR, listen, "127.0.0.1:8080", 0, 0,
@@ -89,6 +90,26 @@ static const struct key_def key_table[] = {
 	TOP("delivery_ttl_days", T_INT, delivery_ttl_days, "14", 1, 3650, "how long X-GitHub-Delivery ids are kept for dedupe"),
 	TOP("jobs", T_INT, jobs, "0", 0, 1024, "build parallelism {jobs} (0: online cores)"),
 	TOP("log_level", T_STR, log_level, "info", 0, 0, "error, warn, info or debug"),
+	/* Policies: percentages are fractions in [0, 1] (min/max in percent). */
+	POL("stale_days", T_INT, stale_days, "2", 0, 3650,
+	    "close an open, non-draft PR with no commit, push and no comment by its author for more than N days (0: off)"),
+	POL("draft_stale_days", T_INT, draft_stale_days, "4", 0, 3650,
+	    "close a draft open for more than N days since creation or the last conversion to draft (0: off)"),
+	POL("max_unrewarded_evals", T_INT, max_unrewarded_evals, "2", 0, 1000,
+	    "close once more than N finished evaluations ended eval:none or eval:REJECT; infra errors never count (0: off)"),
+	POL("max_open_prs_per_author", T_INT, max_open_prs_per_author, "5", 0, 10000,
+	    "keep an author's N oldest open PRs, close newer ones; owners, members, collaborators and bots exempt (0: off)"),
+	POL("copycat.block", T_DBL, copycat_block, "0.85", 0, 100,
+	    "containment of the added lines in an earlier open PR of another author at or above this: `copycat`, closed, not evaluated (0: off)"),
+	POL("copycat.warn", T_DBL, copycat_warn, "0.75", 0, 100,
+	    "at or above this: `copycat-warn`, not evaluated (0: copycat off)"),
+	POL("copycat.min_added_lines", T_INT, copycat_min_added_lines, "15", 0, 1000000,
+	    "PRs with fewer added lines (after dropping blank and comment-only lines) are not compared"),
+	POL("denylist_file", T_STR, denylist_file, NULL, 0, 0,
+	    "one login per line (# comments); opener or any commit author/committer listed: `flagged:gaming`, closed, never evaluated"),
+	POL("harness_changes", T_STR, harness_changes, "evaluate", 0, 0,
+	    "\"evaluate\" (measured with the base's harness, `harness-touched`) or \"skip\" (not evaluated; the check run says why)"),
+	POL("exempt_labels", T_LIST, exempt_labels, "hold,merge-first", 0, 0, "PRs carrying one of these labels are never closed by a policy"),
 };
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
 
@@ -96,7 +117,51 @@ static void *field(void *base, const struct key_def *d) { return (char *)base + 
 
 static void *section_base(struct ab_config *cfg, enum key_section s, struct ab_repo_config *repo)
 {
+	if (s == S_POLICY)
+		return repo ? (void *)&repo->policies : (void *)&cfg->policies;
 	return s == S_TOP ? (void *)cfg : s == S_GITHUB ? (void *)&cfg->github : (void *)repo;
+}
+
+/* A list field: the char ** and its count (the size_t member right after it). */
+static char ***list_slot(void *base, const struct key_def *d) { return (char ***)field(base, d); }
+static size_t *list_count(void *base, const struct key_def *d)
+{
+	return (size_t *)((char *)base + d->offset + sizeof(char **));
+}
+
+static void list_free(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+/* Sets a list field from a comma-separated string (defaults) or copies another list. */
+static int list_set(void *base, const struct key_def *d, const char *csv, char *const *from, size_t n_from)
+{
+	char **list = calloc(64, sizeof(char *));
+	size_t n = 0;
+
+	if (!list)
+		return ab_error_set("out of memory");
+	list_free(*list_slot(base, d), *list_count(base, d));
+	*list_slot(base, d) = list;
+	*list_count(base, d) = 0;
+	if (csv) {
+		for (const char *p = csv; *p && n < 64;) {
+			size_t len = strcspn(p, ",");
+			if (!(list[n++] = strndup(p, len)))
+				return ab_error_set("out of memory");
+			*list_count(base, d) = n;
+			p += len + (p[len] == ',');
+		}
+	}
+	for (size_t i = 0; i < n_from && n < 64; i++) {
+		if (!(list[n++] = strdup(from[i])))
+			return ab_error_set("out of memory");
+		*list_count(base, d) = n;
+	}
+	return 0;
 }
 
 static int set_default(void *base, const struct key_def *d)
@@ -111,12 +176,37 @@ static int set_default(void *base, const struct key_def *d)
 		return 0;
 	case T_INT: *(int *)field(base, d) = atoi(d->dflt); return 0;
 	case T_I64: *(int64_t *)field(base, d) = strtoll(d->dflt, NULL, 10); return 0;
+	case T_DBL: *(double *)field(base, d) = strtod(d->dflt, NULL); return 0;
+	case T_LIST: return list_set(base, d, d->dflt, NULL, 0);
 	}
 	return 0;
 }
 
 static int set_value(void *base, const struct key_def *d, json_t *value, const char *path)
 {
+	if (d->type == T_DBL) {
+		if (!json_is_number(value))
+			return ab_error_setc(AB_EINVALID, "config: %s: expected a number", path);
+		double v = json_number_value(value);
+		if (!(v >= (double)d->min / 100 && v <= (double)d->max / 100))
+			return ab_error_setc(AB_EINVALID, "config: %s: %g is outside [%g, %g]", path, v, (double)d->min / 100,
+					     (double)d->max / 100);
+		*(double *)field(base, d) = v;
+		return 0;
+	}
+	if (d->type == T_LIST) {
+		size_t i, n = json_array_size(value);
+		json_t *item;
+		if (!json_is_array(value) || n > 64)
+			return ab_error_setc(AB_EINVALID, "config: %s: expected an array of at most 64 strings", path);
+		char *items[64];
+		json_array_foreach(value, i, item) {
+			if (!json_is_string(item) || !json_string_length(item))
+				return ab_error_setc(AB_EINVALID, "config: %s[%zu]: expected a non-empty string", path, i);
+			items[i] = (char *)json_string_value(item);
+		}
+		return list_set(base, d, NULL, items, n);
+	}
 	if (d->type == T_STR || d->type == T_SECRET) {
 		if (json_is_null(value))
 			return 0;
@@ -141,6 +231,40 @@ static int set_value(void *base, const struct key_def *d, json_t *value, const c
 	return 0;
 }
 
+/* Walks a `policies` object (repo NULL: the top-level one); `sub` is "copycat." inside copycat. */
+static int parse_policies(struct ab_config *cfg, struct ab_repo_config *repo, json_t *obj, const char *prefix,
+			  const char *sub)
+{
+	const char *key;
+	json_t *value;
+	char path[256], name[96];
+
+	if (!json_is_object(obj))
+		return ab_error_setc(AB_EINVALID, "config: %s: expected an object", prefix);
+	json_object_foreach(obj, key, value) {
+		snprintf(path, sizeof(path), "%s.%s", prefix, key);
+		snprintf(name, sizeof(name), "%s%s", sub, key);
+		if (key[0] == '_')
+			continue;
+		if (!sub[0] && !strcmp(key, "copycat")) {
+			if (parse_policies(cfg, repo, value, path, "copycat.") < 0)
+				return -1;
+			continue;
+		}
+		size_t k;
+		for (k = 0; k < KEY_COUNT; k++)
+			if (key_table[k].section == S_POLICY && !strcmp(key_table[k].key, name))
+				break;
+		if (k == KEY_COUNT)
+			return ab_error_setc(AB_EINVALID, "config: %s: unknown key", path);
+		if (set_value(section_base(cfg, S_POLICY, repo), &key_table[k], value, path) < 0)
+			return -1;
+		if (repo)
+			repo->policies_set |= 1ULL << k;
+	}
+	return 0;
+}
+
 /* Walks one JSON object against the rows of `section`. */
 static int parse_section(struct ab_config *cfg, enum key_section section, struct ab_repo_config *repo,
 			 json_t *obj, const char *prefix)
@@ -155,6 +279,11 @@ static int parse_section(struct ab_config *cfg, enum key_section section, struct
 		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", key);
 		if (key[0] == '_')
 			continue;
+		if ((section == S_TOP || section == S_REPO) && !strcmp(key, "policies")) {
+			if (parse_policies(cfg, repo, value, path, "") < 0)
+				return -1;
+			continue;
+		}
 		if (section == S_TOP && !strcmp(key, "github")) {
 			if (parse_section(cfg, S_GITHUB, NULL, value, "github") < 0)
 				return -1;
@@ -176,6 +305,7 @@ static int parse_section(struct ab_config *cfg, enum key_section section, struct
 				for (size_t k = 0; k < KEY_COUNT; k++)
 					if (key_table[k].section == S_REPO && set_default(r, &key_table[k]) < 0)
 						return -1;
+				r->policies_set = 0;
 				snprintf(rp, sizeof(rp), "repos[%zu]", i);
 				if (parse_section(cfg, S_REPO, r, json_array_get(value, i), rp) < 0)
 					return -1;
@@ -276,6 +406,87 @@ static int valid_repo_name(const char *name)
 	return 1;
 }
 
+/* Copies one policy key's value from the top-level policies into a repo's. */
+static int inherit_policy(struct ab_policy_config *dst, const struct ab_policy_config *src, const struct key_def *d)
+{
+	switch (d->type) {
+	case T_STR:
+	case T_SECRET: {
+		char **slot = field(dst, d), *v = *(char **)field((void *)src, d);
+		free(*slot);
+		*slot = NULL;
+		if (v && !(*slot = strdup(v)))
+			return ab_error_set("out of memory");
+		return 0;
+	}
+	case T_INT: *(int *)field(dst, d) = *(int *)field((void *)src, d); return 0;
+	case T_I64: *(int64_t *)field(dst, d) = *(int64_t *)field((void *)src, d); return 0;
+	case T_DBL: *(double *)field(dst, d) = *(double *)field((void *)src, d); return 0;
+	case T_LIST: return list_set(dst, d, NULL, *list_slot((void *)src, d), *list_count((void *)src, d));
+	}
+	return 0;
+}
+
+/* Reads a denylist: one login per line, '#' starts a comment, blank lines ignored. */
+static int read_denylist(struct ab_policy_config *p, const char *where)
+{
+	FILE *f = fopen(p->denylist_file, "r");
+	char line[512];
+	int lineno = 0, error = -1;
+	size_t cap = 0;
+
+	if (!f)
+		return ab_error_errno("config: %s.denylist_file: cannot open %s", where, p->denylist_file);
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *hash = strchr(line, '#'), *s = line, *e;
+		if (hash)
+			*hash = '\0';
+		while (isspace((unsigned char)*s))
+			s++;
+		e = s + strlen(s);
+		while (e > s && isspace((unsigned char)e[-1]))
+			*--e = '\0';
+		if (!*s)
+			continue;
+		for (char *c = s; *c; c++)
+			if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_' && *c != '[' && *c != ']') {
+				ab_error_setc(AB_EINVALID, "config: %s.denylist_file: %s:%d: \"%s\" is not a GitHub login", where,
+					      p->denylist_file, lineno, s);
+				goto cleanup;
+			}
+		if (p->denylist_count == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			char **nl = realloc(p->denylist, nc * sizeof(*nl));
+			if (!nl) {
+				ab_error_set("out of memory");
+				goto cleanup;
+			}
+			p->denylist = nl, cap = nc;
+		}
+		if (!(p->denylist[p->denylist_count] = strdup(s))) {
+			ab_error_set("out of memory");
+			goto cleanup;
+		}
+		p->denylist_count++;
+	}
+	error = 0;
+cleanup:
+	fclose(f);
+	return error;
+}
+
+static int check_policies(struct ab_policy_config *p, const char *where)
+{
+	if (strcmp(p->harness_changes, "evaluate") && strcmp(p->harness_changes, "skip"))
+		return ab_error_setc(AB_EINVALID, "config: %s.harness_changes: expected \"evaluate\" or \"skip\", got \"%s\"",
+				     where, p->harness_changes);
+	if (p->copycat_block > 0 && p->copycat_warn > p->copycat_block)
+		return ab_error_setc(AB_EINVALID, "config: %s.copycat: warn (%g) is above block (%g)", where, p->copycat_warn,
+				     p->copycat_block);
+	return p->denylist_file ? read_denylist(p, where) : 0;
+}
+
 static int finish(struct ab_config *cfg)
 {
 	char buf[1024];
@@ -325,6 +536,19 @@ static int finish(struct ab_config *cfg)
 		}
 		if (r->pairs_max && r->pairs_min > r->pairs_max)
 			return ab_error_setc(AB_EINVALID, "config: repos[%zu]: pairs_min > pairs_max", i);
+	}
+	if (check_policies(&cfg->policies, "policies") < 0)
+		return -1;
+	for (i = 0; i < cfg->repo_count; i++) {
+		struct ab_repo_config *r = &cfg->repos[i];
+		char where[48];
+		for (size_t k = 0; k < KEY_COUNT; k++)
+			if (key_table[k].section == S_POLICY && !(r->policies_set & (1ULL << k)) &&
+			    inherit_policy(&r->policies, &cfg->policies, &key_table[k]) < 0)
+				return -1;
+		snprintf(where, sizeof(where), "repos[%zu].policies", i);
+		if (check_policies(&r->policies, where) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -380,6 +604,13 @@ cleanup:
 
 static void free_section(void *base, enum key_section section)
 {
+	if (section == S_POLICY) {
+		struct ab_policy_config *p = base;
+		list_free(p->denylist, p->denylist_count);
+	}
+	for (size_t k = 0; k < KEY_COUNT; k++)
+		if (key_table[k].section == section && key_table[k].type == T_LIST)
+			list_free(*list_slot(base, &key_table[k]), *list_count(base, &key_table[k]));
 	for (size_t k = 0; k < KEY_COUNT; k++)
 		if (key_table[k].section == section && (key_table[k].type == T_STR || key_table[k].type == T_SECRET)) {
 			char **slot = field(base, &key_table[k]);
@@ -393,9 +624,12 @@ void ab_config_free(struct ab_config *cfg)
 {
 	if (!cfg)
 		return;
-	for (size_t i = 0; i < cfg->repo_count; i++)
+	for (size_t i = 0; i < cfg->repo_count; i++) {
 		free_section(&cfg->repos[i], S_REPO);
+		free_section(&cfg->repos[i].policies, S_POLICY);
+	}
 	free(cfg->repos);
+	free_section(&cfg->policies, S_POLICY);
 	free_section(cfg, S_TOP);
 	free_section(&cfg->github, S_GITHUB);
 	free(cfg->webhook_secret_source);
@@ -474,6 +708,16 @@ static void describe_value(struct ab_text *t, void *base, const struct key_def *
 	}
 	case T_INT: ab_text_printf(t, "%d\n", *(int *)field(base, d)); return;
 	case T_I64: ab_text_printf(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
+	case T_DBL: ab_text_printf(t, "%g\n", *(double *)field(base, d)); return;
+	case T_LIST: {
+		char **l = *list_slot(base, d);
+		size_t n = *list_count(base, d);
+		ab_text_printf(t, "[");
+		for (size_t i = 0; i < n; i++)
+			ab_text_printf(t, "%s\"%s\"", i ? ", " : "", l[i]);
+		ab_text_printf(t, "]\n");
+		return;
+	}
 	}
 }
 
@@ -489,29 +733,39 @@ int ab_config_describe(char **out, const struct ab_config *cfg)
 		else if (d->section == S_GITHUB)
 			describe_value(&t, (void *)&cfg->github, d, "github.",
 				       d->type == T_SECRET ? cfg->github.token_source : NULL);
+		else if (d->section == S_POLICY)
+			describe_value(&t, (void *)&cfg->policies, d, "policies.", NULL);
 	}
 	ab_text_printf(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
 				       : cfg->github.app_id ? "GitHub App (check runs)"
 							    : "none: posts are written to github.output_dir");
 	for (size_t i = 0; i < cfg->repo_count; i++) {
-		char prefix[32];
+		char prefix[64];
 		snprintf(prefix, sizeof(prefix), "repos[%zu].", i);
 		for (size_t k = 0; k < KEY_COUNT; k++)
 			if (key_table[k].section == S_REPO)
 				describe_value(&t, &cfg->repos[i], &key_table[k], prefix, NULL);
+		snprintf(prefix, sizeof(prefix), "repos[%zu].policies.", i);
+		for (size_t k = 0; k < KEY_COUNT; k++)
+			if (key_table[k].section == S_POLICY)
+				describe_value(&t, &cfg->repos[i].policies, &key_table[k], prefix, NULL);
+		if (cfg->repos[i].policies.denylist_file)
+			ab_text_printf(&t, "  repos[%zu].policies.denylist = %zu login(s)\n", i,
+				       cfg->repos[i].policies.denylist_count);
 	}
 	return text_finish(out, &t);
 }
 
 int ab_config_table_markdown(char **out)
 {
-	static const char *type_names[] = { "string", "secret string", "integer", "integer" };
+	static const char *type_names[] = { "string", "secret string", "integer", "integer", "number", "array of strings" };
 	struct ab_text t = { 0 };
 
 	ab_text_printf(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");
 	for (size_t k = 0; k < KEY_COUNT; k++) {
 		const struct key_def *d = &key_table[k];
-		const char *prefix = d->section == S_GITHUB ? "github." : d->section == S_REPO ? "repos[]." : "";
+		const char *prefix = d->section == S_GITHUB ? "github." : d->section == S_REPO ? "repos[]."
+				     : d->section == S_POLICY ? "policies." : "";
 		ab_text_printf(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
 			 d->dflt ? d->dflt : "—", d->dflt ? "`" : "", d->meaning);
 	}

@@ -10,6 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * PR lifecycle policies (guards/policy.h decides): top-level `policies`, overridable key by key in
+ * `repos[].policies`. Every rule is off when its count or threshold is 0.
+ */
+struct ab_policy_config {
+	int stale_days;
+	int draft_stale_days;
+	int max_unrewarded_evals;
+	int max_open_prs_per_author;
+	double copycat_block;
+	double copycat_warn;
+	int copycat_min_added_lines;
+	char *denylist_file;         /* NULL: no denylist */
+	char *harness_changes;       /* "evaluate" or "skip" */
+	char **exempt_labels;        /* exempt_label_count strings */
+	size_t exempt_label_count;
+	char **denylist;             /* read from denylist_file at load */
+	size_t denylist_count;
+};
+
 /* One repository the service evaluates. */
 struct ab_repo_config {
 	char *name;          /* "owner/repo", as in the webhook's repository.full_name */
@@ -18,6 +38,8 @@ struct ab_repo_config {
 	char *suite;         /* suite file; NULL: guards/default.json from the base commit */
 	int pairs_min;       /* 0: the suite's */
 	int pairs_max;       /* 0: the suite's */
+	struct ab_policy_config policies;  /* effective: the repo's keys over the top-level ones */
+	unsigned long long policies_set;   /* which policy keys the repo set itself (internal) */
 };
 
 struct ab_github_config {
@@ -58,6 +80,7 @@ struct ab_config {
 	int delivery_ttl_days;       /* how long X-GitHub-Delivery ids are remembered */
 	int jobs;                    /* build parallelism ({jobs}); 0: online cores */
 	char *log_level;             /* error | warn | info | debug */
+	struct ab_policy_config policies;  /* the top-level `policies` */
 };
 
 /*

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_policies.h"
 #include "cmd_serve.h"
 
 static void usage(FILE *f)
@@ -17,6 +18,7 @@ static void usage(FILE *f)
 	      "  history [--limit N]                           past evaluations from the store\n"
 	      "  report ID [--format md|json|text]             re-render a stored evaluation\n"
 	      "  serve --config FILE                           run the webhook service and its workers\n"
+	      "  policies --config FILE [--repo R] [--dry-run] run the PR lifecycle policies once, print a table\n"
 	      "  version                                       print the version\n\n"
 	      "Run `abgate <command> --help` for a command's options.\n", f);
 }
@@ -36,6 +38,8 @@ int main(int argc, char **argv)
 		return ab_cmd_report(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") == 0)
 		return ab_cmd_serve(argc - 1, argv + 1);
+	if (strcmp(cmd, "policies") == 0)
+		return ab_cmd_policies(argc - 1, argv + 1);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		puts("abgate 0.1.0");
 		return 0;

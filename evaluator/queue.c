@@ -776,3 +776,39 @@ int ab_queue_prune(ab_queue *q, time_t before)
 		return -1;
 	return end(q, run(q, NULL, "DELETE FROM deliveries WHERE received_at < ?", "l", (int64_t)before));
 }
+
+int ab_queue_pr_done_jobs(ab_queue *q, int64_t **out_ids, size_t *out_n, const char *repo, int pr)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	int rc, error = -1;
+
+	pthread_mutex_lock(&q->lock);
+	if (prep(q, &st, "SELECT id FROM jobs WHERE repo = ? AND pr = ? AND state = 'done' ORDER BY id", "si", repo, pr) < 0)
+		goto cleanup;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			int64_t *p = realloc(ids, (cap = cap ? cap * 2 : 16) * sizeof(*p));
+			if (!p) {
+				ab_error_set("out of memory");
+				goto cleanup;
+			}
+			ids = p;
+		}
+		ids[n++] = sqlite3_column_int64(st, 0);
+	}
+	if (rc != SQLITE_DONE) {
+		db_error(q, "step");
+		goto cleanup;
+	}
+	*out_ids = ids;
+	*out_n = n;
+	ids = NULL;
+	error = 0;
+cleanup:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	free(ids);
+	return error;
+}

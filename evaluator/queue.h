@@ -183,6 +183,9 @@ int ab_queue_stats(ab_queue *q, struct ab_queue_stats *out);
 /* Reads one job by id (tests, status). Caller frees. AB_ENOTFOUND when absent. */
 int ab_queue_job_get(ab_queue *q, struct ab_job **out, int64_t id);
 
+/* The ids of repo#pr's finished ("done") jobs, oldest first (policies count evaluations). Caller frees. */
+int ab_queue_pr_done_jobs(ab_queue *q, int64_t **out_ids, size_t *out_n, const char *repo, int pr);
+
 /* Forgets deliveries older than `before`. */
 int ab_queue_prune(ab_queue *q, time_t before);
 

@@ -15,7 +15,8 @@
 
 static int has_verdict(const char *outcome)
 {
-	return strcmp(outcome, "canceled") && strcmp(outcome, "superseded");
+	/* "skipped": a policy decided not to evaluate the head (the note says which and why). */
+	return strcmp(outcome, "canceled") && strcmp(outcome, "superseded") && strcmp(outcome, "skipped");
 }
 
 static int is_infra(const char *outcome)
@@ -32,7 +33,7 @@ static json_t *verdict(const struct ab_report *rep)
 static const char *outcome_label(const char *outcome)
 {
 	if (!has_verdict(outcome))
-		return outcome;  /* "canceled", "superseded" */
+		return outcome;  /* "canceled", "superseded", "skipped" */
 	if (!strcmp(outcome, "reject"))
 		return "eval:REJECT";
 	return is_infra(outcome) ? "eval:infra-error" : "eval:none";
@@ -75,6 +76,8 @@ const char *ab_report_conclusion(const char *outcome)
 		return "failure";
 	if (!strcmp(outcome, "timeout"))
 		return "timed_out";
+	if (!strcmp(outcome, "skipped"))
+		return "skipped";
 	/* Infra errors, cancellations: no verdict. "cancelled" keeps a required check from passing
 	 * without blaming the PR the way "failure" would. */
 	return "cancelled";

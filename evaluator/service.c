@@ -23,6 +23,7 @@
 #include "github.h"
 #include "log.h"
 #include "metrics.h"
+#include "policies.h"
 #include "reporter.h"
 #include "webhook.h"
 
@@ -47,6 +48,8 @@ struct ab_service {
 	ab_gh_auth *auth;
 	ab_gh *gh;                     /* NULL without credentials */
 	ab_reporter *reporter;
+	ab_policies *policies;         /* NULL without credentials */
+	atomic_int policies_due;       /* a verdict was posted: run the policies soon */
 	ab_metrics *metrics;
 	ab_webhook *webhook;
 	atomic_int stop;
@@ -173,6 +176,9 @@ static void report_job(ab_service *svc, int64_t id)
 	else
 		AB_INFO("service: job %lld: %s#%d %.12s reported (%s)", (long long)id, job->repo, job->pr, job->head_sha,
 			rep.outcome);
+	/* A verdict counts towards the exhausted-evaluations rule: let the dispatcher sweep. */
+	atomic_store(&svc->policies_due, 1);
+	wake(svc, &svc->dispatch_cond);
 	goto cleanup;
 defer: {
 	/* GitHub's own wait is honoured (the client caps it at an hour); our backoff at report_retry_max_s. */
@@ -258,6 +264,17 @@ static void run_job(struct worker *w, struct ab_job *job)
 	}
 	if (!still_current(svc, job, &outcome))
 		goto finish;
+	/* Policies before any build or GPU time: a refused or closed PR is not evaluated. */
+	if (svc->policies) {
+		int closed = 0;
+		if (!ab_policies_gate(svc->policies, job->repo, job->pr, job->head_sha, note, sizeof(note), &closed)) {
+			outcome = closed ? "canceled" : "skipped";
+			AB_INFO("service: job %lld: not evaluated: %s", (long long)job->id, note);
+			if (closed)
+				note[0] = '\0';
+			goto finish;
+		}
+	}
 	external_id(ext, sizeof(ext), job);
 	struct ab_report_target t = { job->repo, job->pr, job->head_sha, job->base_ref, ext };
 	pthread_mutex_lock(&svc->post_lock);
@@ -527,7 +544,11 @@ static void *dispatcher_main(void *arg)
 			ab_job_free(job);
 			busy = 1;
 		}
+		if (svc->policies && atomic_exchange(&svc->policies_due, 0))
+			ab_policies_sweep(svc->policies, NULL, 0, NULL, NULL);
 		if (svc->gh && svc->cfg->poll_interval_s > 0 && now >= next_poll) {
+			if (svc->policies)
+				ab_policies_sweep(svc->policies, NULL, 0, NULL, NULL);
 			poll_sweep(svc);
 			next_poll = time(NULL) + svc->cfg->poll_interval_s;
 		}
@@ -668,7 +689,8 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 			.payload = svc->metrics,
 		};
 		if (ab_gh_new(&svc->gh, &go, svc->auth) < 0 ||
-		    ab_reporter_new_github(&svc->reporter, svc->gh, svc->queue, cfg->github.check_name) < 0)
+		    ab_reporter_new_github(&svc->reporter, svc->gh, svc->queue, cfg->github.check_name) < 0 ||
+		    ab_policies_new(&svc->policies, cfg, svc->gh, svc->queue) < 0)
 			goto fail;
 	} else {
 		AB_WARN("service: no GitHub credentials: posts are written under %s, no polling, /eval declined",
@@ -752,6 +774,7 @@ void ab_service_stop(ab_service *svc)
 	if (svc->dispatcher_started)
 		pthread_join(svc->dispatcher, NULL);
 	free(svc->workers);
+	ab_policies_free(svc->policies);
 	ab_reporter_free(svc->reporter);
 	ab_gh_free(svc->gh);
 	ab_gh_auth_free(svc->auth);

@@ -69,10 +69,17 @@ export async function startSim({ port = 0, seed = defaultSeed, host = "127.0.0.1
     return items.slice((page - 1) * perPage, page * perPage);
   };
 
+  // A PR's author (`user`, `user_type` "User" | "Bot", `author_association`), `created_at`, and
+  // optionally `files` [{filename, patch, previous_filename?}] and `commits` [{sha, author,
+  // committer, date}] (logins and an ISO date) feed the policy facts.
+  const iso = (t) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
   const prJson = (c, pr, k) => {
     const m = mock(c, "pulls/get");
     return {
       ...m, number: pr.number, state: pr.state, draft: !!pr.draft, title: pr.title,
+      user: { ...m.user, login: pr.user || "octocat", type: pr.user_type || "User" },
+      author_association: pr.author_association || "CONTRIBUTOR",
+      created_at: pr.created_at || iso(Date.now()), updated_at: pr.updated_at || pr.created_at || iso(Date.now()),
       head: { ...m.head, sha: pr.head_sha, ref: pr.head_ref },
       base: { ...m.base, sha: pr.base_sha, ref: pr.base_ref },
       labels: (state.labels[k] || []).map(labelObj),
@@ -93,6 +100,29 @@ export async function startSim({ port = 0, seed = defaultSeed, host = "127.0.0.1
         .map(([k, p]) => prJson(c, p, k));
       res.status(200).json(paginate(q, res, all));
     },
+    "pulls/list-files": async (c, q, res) => {
+      const pr = state.pulls[key(c.request.params)];
+      if (!pr) return notFound(res);
+      const m = mock(c, "pulls/list-files")[0];
+      const files = (pr.files || []).map((f) => {
+        const lines = (f.patch || "").split("\n");
+        const additions = lines.filter((l) => l.startsWith("+")).length, deletions = lines.filter((l) => l.startsWith("-")).length;
+        return { ...m, filename: f.filename, status: f.previous_filename ? "renamed" : "modified", additions, deletions,
+          changes: additions + deletions, patch: f.patch, ...(f.previous_filename ? { previous_filename: f.previous_filename } : {}) };
+      });
+      res.status(200).json(paginate(q, res, files));
+    },
+    "pulls/list-commits": async (c, q, res) => {
+      const pr = state.pulls[key(c.request.params)];
+      if (!pr) return notFound(res);
+      const m = mock(c, "pulls/list-commits")[0];
+      const person = (login, date) => ({ name: login || "someone", email: `${login || "someone"}@example.com`, date });
+      const user = (login) => (login ? { ...m.author, login } : null);
+      const commits = (pr.commits || [{ sha: pr.head_sha, author: pr.user, committer: pr.user, date: pr.created_at || iso(Date.now()) }])
+        .map((x) => ({ ...m, sha: x.sha, commit: { ...m.commit, author: person(x.author, x.date), committer: person(x.committer, x.date) },
+          author: user(x.author), committer: user(x.committer) }));
+      res.status(200).json(paginate(q, res, commits));
+    },
     "pulls/update": async (c, q, res) => {
       const k = key(c.request.params); const pr = state.pulls[k];
       if (!pr) return notFound(res);
@@ -107,7 +137,9 @@ export async function startSim({ port = 0, seed = defaultSeed, host = "127.0.0.1
     },
     "issues/create-comment": async (c, q, res) => {
       const id = nextId++;
-      const cm = { ...mock(c, "issues/create-comment"), id, body: q.body.body, issue: key(c.request.params) };
+      const m = mock(c, "issues/create-comment");
+      const cm = { ...m, id, body: q.body.body, issue: key(c.request.params), created_at: iso(Date.now()),
+        user: { ...m.user, login: "abgate-bot[bot]", type: "Bot" } };
       state.comments[id] = cm; res.status(201).json(cm);
     },
     "issues/list-comments": async (c, q, res) => {

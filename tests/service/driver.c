@@ -2,7 +2,7 @@
  * driver.c - the service tests' front end: `driver serve ...` and `driver eval --pr ...` run the
  * same code as `abgate serve` / `abgate eval --pr` (ab_cmd_serve_with / ab_cmd_eval_pr_with), and
  * `driver jobs STATE_DIR` prints the queue's jobs as JSON lines for assertions. With
- * ABGATE_FAKE_EVAL="outcome:seconds" (pass | reject | infra | crash) a stand-in evaluation replaces
+ * ABGATE_FAKE_EVAL="outcome:seconds" (pass | none | reject | infra | crash) a stand-in evaluation replaces
  * the pipeline: it waits, honours should_cancel, and returns a small abgate.result/1 document
  * (crash: an infra error with no document, only its message). Tests of
  * the GitHub side use it to be fast; the required scenarios use the real pipeline and the mock SUT.
@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <jansson.h>
 
+#include "cmd_policies.h"
 #include "cmd_serve.h"
 #include "error.h"
 #include "queue.h"
@@ -33,7 +34,14 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 static int fake_eval(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_options *opts)
 {
 	const char *spec = getenv("ABGATE_FAKE_EVAL");
-	char outcome[32] = "pass";
+	char outcome[32] = "pass", file_spec[64] = "";
+	/* ABGATE_FAKE_EVAL_FILE: the spec is read from this file at each evaluation (tests vary it). */
+	FILE *sf = getenv("ABGATE_FAKE_EVAL_FILE") ? fopen(getenv("ABGATE_FAKE_EVAL_FILE"), "r") : NULL;
+	if (sf) {
+		if (fgets(file_spec, sizeof(file_spec), sf))
+			spec = file_spec;
+		fclose(sf);
+	}
 	double seconds = 0.2;
 	const char *head = opts->head_ref;
 
@@ -55,7 +63,8 @@ static int fake_eval(json_t **out_result, int64_t *out_eval_id, const struct ab_
 	if (strlen(head) != 40)
 		head = getenv("ABGATE_FAKE_HEAD_SHA") ? getenv("ABGATE_FAKE_HEAD_SHA") : "ffffffffffffffffffffffffffffffffffffffff";
 	int status = !strcmp(outcome, "reject") ? AB_EVAL_REJECT : !strcmp(outcome, "infra") ? AB_EVAL_INFRA : AB_EVAL_PASS;
-	const char *label = status == AB_EVAL_REJECT ? "eval:REJECT" : status == AB_EVAL_INFRA ? "eval:infra-error" : "eval:M";
+	const char *label = status == AB_EVAL_REJECT ? "eval:REJECT" : status == AB_EVAL_INFRA ? "eval:infra-error"
+			    : !strcmp(outcome, "none") ? "eval:none" : "eval:M";
 	json_t *labels = status == AB_EVAL_REJECT ? json_pack("[ss]", "eval:REJECT", "regression-512") : json_pack("[s]", label);
 	*out_result = json_pack(
 		"{s:s, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:o}, s:[{s:s, s:s, s:i, s:{s:f, s:i}, s:{s:f, s:i}, "
@@ -113,6 +122,8 @@ int main(int argc, char **argv)
 		return dump_jobs(argv[2]);
 	if (argc >= 2 && !strcmp(argv[1], "serve"))
 		return ab_cmd_serve_with(argc - 1, argv + 1, eval);
+	if (argc >= 2 && !strcmp(argv[1], "policies"))
+		return ab_cmd_policies(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "eval"))
 		return ab_cmd_eval_pr_with(argc - 1, argv + 1, eval);
 	fprintf(stderr, "usage: driver serve ... | driver eval --pr N ... | driver jobs STATE_DIR\n");

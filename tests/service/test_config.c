@@ -81,6 +81,64 @@ static void errors(void)
 	expect_error("{", "bad.json");
 }
 
+/* policies: defaults, per-repo overrides key by key, the denylist file, and the errors. */
+static void policies(void)
+{
+	struct ab_config *cfg = NULL;
+	const char *path = tu_path("pol.json"), *deny = tu_path("deny.txt");
+	char json[1024], *text = NULL;
+
+	tu_write_file(deny, "# known sybils\nSybil-1\n\n  other_2  # a comment\n");
+	snprintf(json, sizeof(json),
+		 "{\"repos\":[{\"name\":\"a/b\",\"policies\":{\"stale_days\":0,\"copycat\":{\"warn\":0.5}}},{\"name\":\"c/d\"}],"
+		 "\"policies\":{\"max_open_prs_per_author\":3,\"denylist_file\":\"%s\",\"exempt_labels\":[\"keep\"],"
+		 "\"harness_changes\":\"skip\"}}", deny);
+	tu_write_file(path, json);
+	CHECK(ab_config_load(&cfg, path) == 0);
+	CHECK_EQ(cfg->policies.stale_days, 2);
+	CHECK_EQ(cfg->policies.max_open_prs_per_author, 3);
+	const struct ab_policy_config *a = &cfg->repos[0].policies, *c = &cfg->repos[1].policies;
+	CHECK_EQ(a->stale_days, 0);                      /* the repo's own key */
+	CHECK_EQ(a->max_open_prs_per_author, 3);         /* inherited */
+	CHECK(a->copycat_warn == 0.5 && a->copycat_block == 0.85);
+	CHECK_EQ(c->stale_days, 2);
+	CHECK_EQ(c->draft_stale_days, 4);
+	CHECK_EQ(c->max_unrewarded_evals, 2);
+	CHECK_EQ(c->copycat_min_added_lines, 15);
+	CHECK_STR(c->harness_changes, "skip");
+	CHECK_EQ(c->exempt_label_count, 1);
+	CHECK_STR(c->exempt_labels[0], "keep");
+	CHECK_EQ(a->denylist_count, 2);
+	CHECK_STR(a->denylist[0], "Sybil-1");
+	CHECK_STR(a->denylist[1], "other_2");
+	CHECK(ab_config_describe(&text, cfg) == 0);
+	CHECK_STR_HAS(text, "repos[0].policies.stale_days = 0");
+	CHECK_STR_HAS(text, "policies.exempt_labels = [\"keep\"]");
+	free(text);
+	ab_config_free(cfg);
+	/* Defaults when nothing is said. */
+	tu_write_file(path, "{\"repos\":[{\"name\":\"a/b\"}]}");
+	CHECK(ab_config_load(&cfg, path) == 0);
+	CHECK_EQ(cfg->repos[0].policies.exempt_label_count, 2);
+	CHECK_STR(cfg->repos[0].policies.exempt_labels[1], "merge-first");
+	CHECK_STR(cfg->repos[0].policies.harness_changes, "evaluate");
+	CHECK(cfg->repos[0].policies.denylist_file == NULL);
+	ab_config_free(cfg);
+
+	expect_error("{\"policies\":{\"stale\":1}}", "policies.stale: unknown key");
+	expect_error("{\"repos\":[{\"name\":\"a/b\",\"policies\":{\"copycat\":{\"blok\":1}}}]}",
+		     "repos[0].policies.copycat.blok: unknown key");
+	expect_error("{\"policies\":{\"copycat\":{\"block\":1.5}}}", "policies.copycat.block: 1.5 is outside");
+	expect_error("{\"policies\":{\"copycat\":{\"block\":0.7}}}", "warn (0.75) is above block (0.7)");
+	expect_error("{\"policies\":{\"harness_changes\":\"ignore\"}}", "expected \"evaluate\" or \"skip\"");
+	expect_error("{\"policies\":{\"stale_days\":-1}}", "policies.stale_days: -1 is outside");
+	expect_error("{\"policies\":{\"exempt_labels\":\"hold\"}}", "policies.exempt_labels: expected an array");
+	expect_error("{\"policies\":{\"denylist_file\":\"/nonexistent/deny\"}}", "denylist_file: cannot open");
+	tu_write_file(deny, "good\nbad login\n");
+	snprintf(json, sizeof(json), "{\"policies\":{\"denylist_file\":\"%s\"}}", deny);
+	expect_error(json, ":2: \"bad login\" is not a GitHub login");
+}
+
 static void secrets(void)
 {
 	struct ab_config *cfg = NULL;
@@ -156,6 +214,7 @@ int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
 		{ "sample_loads", sample_loads }, { "defaults", defaults }, { "errors", errors },
+		{ "policies", policies },
 		{ "secrets", secrets },           { "table", table },
 	};
 	return TU_RUN(argc, argv, cases);
