@@ -69,12 +69,14 @@ def main():
             if ev.get("event") == "error":
                 raise SystemExit("error from ember: %s" % ev.get("message"))
 
-    mismatches, steps, tokens, per = 0, 0, 0, []
+    mismatches, steps, tokens, per, ms = 0, 0, 0, [], [0.0, 0.0]
     for i, p in enumerate(prompts):
         plain = ask({"op": "generate", "id": "p%d" % i, "prompt": p, "max_tokens": a.gen})
         spec = ask({"op": "generate", "id": "s%d" % i, "prompt": p, "max_tokens": a.gen, "spec": True})
         if plain["tokens"] != spec["tokens"]:
             mismatches += 1
+        ms[0] += plain["stats"]["decode_ms"]
+        ms[1] += spec["stats"]["decode_ms"]
         st = spec["stats"]["target_steps"]
         steps += st
         tokens += len(spec["tokens"]) - 1
@@ -85,12 +87,14 @@ def main():
     proc.wait(timeout=30)
     tau = tokens / steps if steps else 0.0
     out = {"prompts": len(prompts), "gen": a.gen, "depth": a.depth or ready["spec"].get("block_size", 16) - 1,
-           "tau": round(tau, 4), "tau_per_prompt": per, "spec_mismatches": mismatches}
+           "tau": round(tau, 4), "tau_per_prompt": per,
+           "decode_ms_plain": round(ms[0], 2), "decode_ms_spec": round(ms[1], 2),
+           "spec_speedup": round(ms[0] / ms[1], 3) if ms[1] > 0 else None, "spec_mismatches": mismatches}
     if a.json:
         print(json.dumps(out))
     else:
-        print("tau %.4f over %d prompts (depth %s, gen %d), spec != plain in %d; per prompt %s"
-              % (tau, len(prompts), out["depth"], a.gen, mismatches, per))
+        print("tau %.4f over %d prompts (depth %s, gen %d), spec != plain in %d, decode speedup %sx; per prompt %s"
+              % (tau, len(prompts), out["depth"], a.gen, mismatches, out["spec_speedup"], per))
     return 1 if mismatches or tau < a.min_tau else 0
 
 
