@@ -276,8 +276,9 @@ spec_lie)
   ;;
 ember_spec)
   # ember's real speculative path, end to end through abgate: this repository's own HEAD against
-  # itself with guards/spec-cpu.json (tiny target, seeded draft). Every speculative answer must equal
-  # the plain one, the stats must pass the harness's cross-check, and nothing may fire.
+  # itself with guards/spec-cpu.json (the shipped trained pair of guards/trained/, held-out prompts).
+  # Every speculative answer must equal the plain one, the stats must pass the harness's cross-check,
+  # nothing may fire, and the trained draft must accept (median tau > 1.3; untrained gives 1.0).
   git -C "$SRC_ROOT" rev-parse --verify -q HEAD >/dev/null || { echo "SKIP: $SRC_ROOT is not a git checkout"; exit 77; }
   RESULT=$WORK/result.json
   set +e
@@ -290,10 +291,12 @@ ember_spec)
   has_label "eval-dflash:none" || fail "no eval-dflash:none: $(jq -c .verdict.labels "$RESULT")"
   jq -e '[.gates[] | select(.name == "spec_exact" and .pass == true)] | length == 1' "$RESULT" >/dev/null \
     || fail "spec_exact: $(jq -c '.gates' "$RESULT")"
-  jq -e '.spec.models.tiny.head.compared >= 12 and .spec.models.tiny.head.stats_faults == 0 and .spec.models.tiny.kind == "dflash"' \
+  jq -e '.spec.models.trained.head.compared >= 12 and .spec.models.trained.head.stats_faults == 0 and .spec.models.trained.kind == "dflash"' \
     "$RESULT" >/dev/null || fail "spec record: $(jq -c .spec "$RESULT")"
   jq -e '[.samples[] | select(.metric == "tau" and .ok == true and .value >= 1)] | length >= 24' "$RESULT" >/dev/null \
     || fail "tau samples: $(jq -c '[.samples[] | select(.metric == "tau")][0]' "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "tau")] | length >= 1 and all(.head.median > 1.3)' "$RESULT" >/dev/null \
+    || fail "trained draft tau: $(jq -c '[.metrics[] | select(.name == "tau")]' "$RESULT")"
   pass "ember spec A/A -> $(jq -c .verdict.labels "$RESULT"), tau $(jq -r '[.metrics[] | select(.name == "tau")][0].head.median' "$RESULT")"
   ;;
 *)
