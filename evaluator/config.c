@@ -26,7 +26,7 @@
 #define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
 #define SECRET_FILE_MAX (64 << 10)
 
-enum key_type { T_STR, T_SECRET, T_INT, T_I64, T_DBL, T_LIST };
+enum key_type { T_STR, T_SECRET, T_INT, T_I64, T_DBL, T_LIST, T_BOOL };
 enum key_section { S_TOP, S_GITHUB, S_REPO, S_POLICY };
 
 struct key_def {
@@ -110,6 +110,8 @@ static const struct key_def key_table[] = {
 	POL("harness_changes", T_STR, harness_changes, "evaluate", 0, 0,
 	    "\"evaluate\" (measured with the base's harness, `harness-touched`) or \"skip\" (not evaluated; the check run says why)"),
 	POL("exempt_labels", T_LIST, exempt_labels, "hold,merge-first", 0, 0, "PRs carrying one of these labels are never closed by a policy"),
+	POL("merge_first", T_BOOL, merge_first, "false", 0, 0,
+	    "after each verdict, label the open PR with the largest verified gain (the family-wise lower bound of its best series) `merge-first`, one at a time"),
 };
 #define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
 
@@ -175,6 +177,7 @@ static int set_default(void *base, const struct key_def *d)
 			return ab_error_set("out of memory");
 		return 0;
 	case T_INT: *(int *)field(base, d) = atoi(d->dflt); return 0;
+	case T_BOOL: *(int *)field(base, d) = !strcmp(d->dflt, "true"); return 0;
 	case T_I64: *(int64_t *)field(base, d) = strtoll(d->dflt, NULL, 10); return 0;
 	case T_DBL: *(double *)field(base, d) = strtod(d->dflt, NULL); return 0;
 	case T_LIST: return list_set(base, d, d->dflt, NULL, 0);
@@ -216,6 +219,12 @@ static int set_value(void *base, const struct key_def *d, json_t *value, const c
 		free(*slot);
 		if (!(*slot = strdup(json_string_value(value))))
 			return ab_error_set("out of memory");
+		return 0;
+	}
+	if (d->type == T_BOOL) {
+		if (!json_is_boolean(value))
+			return ab_error_setc(AB_EINVALID, "config: %s: expected true or false", path);
+		*(int *)field(base, d) = json_is_true(value);
 		return 0;
 	}
 	if (!json_is_integer(value))
@@ -419,7 +428,8 @@ static int inherit_policy(struct ab_policy_config *dst, const struct ab_policy_c
 			return ab_error_set("out of memory");
 		return 0;
 	}
-	case T_INT: *(int *)field(dst, d) = *(int *)field((void *)src, d); return 0;
+	case T_INT:
+	case T_BOOL: *(int *)field(dst, d) = *(int *)field((void *)src, d); return 0;
 	case T_I64: *(int64_t *)field(dst, d) = *(int64_t *)field((void *)src, d); return 0;
 	case T_DBL: *(double *)field(dst, d) = *(double *)field((void *)src, d); return 0;
 	case T_LIST: return list_set(dst, d, NULL, *list_slot((void *)src, d), *list_count((void *)src, d));
@@ -707,6 +717,7 @@ static void describe_value(struct ab_text *t, void *base, const struct key_def *
 		return;
 	}
 	case T_INT: ab_text_printf(t, "%d\n", *(int *)field(base, d)); return;
+	case T_BOOL: ab_text_printf(t, "%s\n", *(int *)field(base, d) ? "true" : "false"); return;
 	case T_I64: ab_text_printf(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
 	case T_DBL: ab_text_printf(t, "%g\n", *(double *)field(base, d)); return;
 	case T_LIST: {
@@ -758,7 +769,8 @@ int ab_config_describe(char **out, const struct ab_config *cfg)
 
 int ab_config_table_markdown(char **out)
 {
-	static const char *type_names[] = { "string", "secret string", "integer", "integer", "number", "array of strings" };
+	static const char *type_names[] = { "string", "secret string", "integer", "integer", "number", "array of strings",
+					    "boolean" };
 	struct ab_text t = { 0 };
 
 	ab_text_printf(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");

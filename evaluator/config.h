@@ -26,6 +26,7 @@ struct ab_policy_config {
 	char *harness_changes;       /* "evaluate" or "skip" */
 	char **exempt_labels;        /* exempt_label_count strings */
 	size_t exempt_label_count;
+	int merge_first;             /* label the open PR with the largest verified gain `merge-first` */
 	char **denylist;             /* read from denylist_file at load */
 	size_t denylist_count;
 };

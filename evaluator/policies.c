@@ -1,8 +1,8 @@
 /*
- * policies.c - the orchestration of the PR lifecycle policies (see policies.h): fetch the facts,
- * let guards/policy.c decide, apply each action as recorded steps. A comment is a create that
- * may land without us hearing back, so before creating one the PR's comments are searched for
- * the action's marker; labels and closing are idempotent by nature.
+ * policies.c - the orchestration of the PR lifecycle policies (see policies.h): fetch the facts
+ * (the heads table of policies.db records what abgate saw; pr_history.c reads draft conversions
+ * and commit patches when needed), let guards/policy.c decide, apply each action as recorded
+ * steps (policy_actions.c), and move `merge-first` (merge_first.c) when the repository wants it.
  */
 #define _GNU_SOURCE
 #include "policies.h"
@@ -20,20 +20,22 @@
 #include "fs.h"
 #include "github_auth.h"
 #include "log.h"
+#include "merge_first.h"
 #include "policy.h"
+#include "policy_actions.h"
+#include "pr_history.h"
 #include "suite.h"
 
 #define MAX_PRS 2000
 #define MAX_ACTIONS 4096
 #define LIST_MAX 5000
 
-enum { STEP_LABEL = 1, STEP_COMMENT = 2, STEP_CLOSE = 4 };
-
 struct ab_policies {
 	const struct ab_config *cfg;
 	ab_gh *gh;
 	ab_queue *queue;
 	sqlite3 *db;
+	ab_pr_history *history;  /* draft conversions and per-commit lines, cached across sweeps */
 	pthread_mutex_t lock;
 	char web[512];           /* https://github.com (links in comments) */
 };
@@ -102,7 +104,7 @@ int ab_policies_new(ab_policies **out, const struct ab_config *cfg, ab_gh *gh, a
 	else
 		snprintf(p->web, sizeof(p->web), "%s", api);
 	snprintf(path, sizeof(path), "%s/policies.db", cfg->state_dir);
-	if (ab_fs_mkdirs(cfg->state_dir) < 0) {
+	if ((gh && ab_pr_history_new(&p->history, gh) < 0) || ab_fs_mkdirs(cfg->state_dir) < 0) {
 		ab_policies_free(p);
 		return -1;
 	}
@@ -125,6 +127,7 @@ void ab_policies_free(ab_policies *p)
 	if (!p)
 		return;
 	sqlite3_close(p->db);
+	ab_pr_history_free(p->history);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -399,161 +402,6 @@ static const char *const *strings_of(struct arena *a, json_t *arr, size_t *out_n
 	return s;
 }
 
-/* ---- applying ---- */
-
-/* Records the action (pending) if new; *out_steps and *out_done receive its progress. */
-static int record(ab_policies *p, const char *repo, const struct ab_policy_action *a, const char *head,
-		  int *out_steps, int *out_done)
-{
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(p->db, "INSERT OR IGNORE INTO actions(repo, pr, rule, key, head_sha, figures, value, "
-				    "match_pr, close, no_eval, label, state, created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,'pending',?)",
-				    -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return db_fail(p, "prepare");
-	sqlite3_bind_text(st, 1, repo, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int(st, 2, a->pr);
-	sqlite3_bind_text(st, 3, ab_policy_rule_name(a->rule), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, a->key, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 5, head, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 6, a->figures, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_double(st, 7, a->value);
-	sqlite3_bind_int(st, 8, a->match_pr);
-	sqlite3_bind_int(st, 9, a->close);
-	sqlite3_bind_int(st, 10, a->no_eval);
-	if (a->label)
-		sqlite3_bind_text(st, 11, a->label, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 12, (sqlite3_int64)time(NULL));
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(p, "record action");
-	if (sqlite3_prepare_v2(p->db, "SELECT steps, state FROM actions WHERE repo = ? AND pr = ? AND rule = ? AND key = ?",
-			       -1, &st, NULL) != SQLITE_OK)
-		return db_fail(p, "prepare");
-	sqlite3_bind_text(st, 1, repo, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int(st, 2, a->pr);
-	sqlite3_bind_text(st, 3, ab_policy_rule_name(a->rule), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, a->key, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out_steps = sqlite3_column_int(st, 0);
-		*out_done = !strcmp((const char *)sqlite3_column_text(st, 1), "done");
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : db_fail(p, "read action");
-}
-
-static int mark(ab_policies *p, const char *repo, const struct ab_policy_action *a, int steps, int done, int64_t comment_id)
-{
-	char *sql = sqlite3_mprintf("UPDATE actions SET steps = %d, state = '%s', done_at = %lld, comment_id = CASE WHEN "
-				    "%lld != 0 THEN %lld ELSE comment_id END WHERE repo = %Q AND pr = %d AND rule = %Q AND "
-				    "key = %Q", steps, done ? "done" : "pending", done ? (long long)time(NULL) : 0LL,
-				    (long long)comment_id, (long long)comment_id, repo, a->pr, ab_policy_rule_name(a->rule),
-				    a->key);
-	int rc = sql ? sqlite3_exec(p->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
-	sqlite3_free(sql);
-	return rc == SQLITE_OK ? 0 : db_fail(p, "mark action");
-}
-
-/* The id of a comment on repo#pr that starts with `marker`; AB_ENOTFOUND when none. */
-static int find_marked(ab_policies *p, const char *repo, int pr, const char *marker, int64_t *out)
-{
-	char path[512];
-	json_t *items = NULL, *c;
-	size_t i;
-	int error = AB_ENOTFOUND;
-
-	snprintf(path, sizeof(path), "/repos/%s/issues/%d/comments?per_page=100", repo, pr);
-	if (ab_gh_get_all(p->gh, &items, path, NULL, LIST_MAX) < 0)
-		return -1;
-	json_array_foreach(items, i, c) {
-		const char *body = json_string_value(json_object_get(c, "body"));
-		if (body && !strncmp(body, marker, strlen(marker))) {
-			*out = json_integer_value(json_object_get(c, "id"));
-			error = 0;
-			break;
-		}
-	}
-	json_decref(items);
-	return error;
-}
-
-/* Applies one action's missing steps; `did` describes what was done. */
-static int apply(ab_policies *p, const char *repo, const struct ab_policy_action *a, const struct ab_policy_rules *rules,
-		 const char *head, char *did, size_t did_size)
-{
-	int steps = 0, done = 0, error;
-	int want = (a->label ? STEP_LABEL : 0) | (a->rule != AB_RULE_HARNESS ? STEP_COMMENT : 0) | (a->close ? STEP_CLOSE : 0);
-	int64_t comment_id = 0;
-	char path[512];
-	size_t o = 0;
-
-	if ((error = record(p, repo, a, head, &steps, &done)) < 0)
-		return error;
-	if (done || (steps & want) == want) {
-		snprintf(did, did_size, "already done");
-		return done ? 0 : mark(p, repo, a, steps, 1, 0);
-	}
-	did[0] = '\0';
-	if ((want & STEP_LABEL) && !(steps & STEP_LABEL)) {
-		json_t *body = json_pack("{s:[s]}", "labels", a->label);
-		snprintf(path, sizeof(path), "/repos/%s/issues/%d/labels", repo, a->pr);
-		error = ab_gh_request(p->gh, NULL, NULL, "POST", path, body, 0);
-		json_decref(body);
-		if (error < 0)
-			goto fail;
-		steps |= STEP_LABEL;
-		o += (size_t)snprintf(did + o, did_size - o, "labelled %s", a->label);
-		if ((error = mark(p, repo, a, steps, 0, 0)) < 0)
-			goto fail;
-	}
-	if ((want & STEP_COMMENT) && !(steps & STEP_COMMENT)) {
-		char marker[256], *text = NULL;
-		ab_policy_marker(marker, sizeof(marker), a);
-		error = find_marked(p, repo, a->pr, marker, &comment_id);
-		if (error == AB_ENOTFOUND) {
-			json_t *body = NULL, *reply = NULL;
-			if (ab_policy_comment(&text, a, rules) < 0 || !(body = json_pack("{s:s}", "body", text))) {
-				free(text);
-				error = ab_error_set("out of memory");
-				goto fail;
-			}
-			snprintf(path, sizeof(path), "/repos/%s/issues/%d/comments", repo, a->pr);
-			/* Not retried blindly: the next sweep looks for the marker first. */
-			error = ab_gh_request(p->gh, &reply, NULL, "POST", path, body, AB_GH_NO_RETRY);
-			comment_id = json_integer_value(json_object_get(reply, "id"));
-			json_decref(body);
-			json_decref(reply);
-			free(text);
-		}
-		if (error < 0)
-			goto fail;
-		steps |= STEP_COMMENT;
-		o += (size_t)snprintf(did + o, did_size - o, "%scommented", o ? ", " : "");
-		if ((error = mark(p, repo, a, steps, 0, comment_id)) < 0)
-			goto fail;
-	}
-	if ((want & STEP_CLOSE) && !(steps & STEP_CLOSE)) {
-		json_t *body = json_pack("{s:s}", "state", "closed");
-		snprintf(path, sizeof(path), "/repos/%s/pulls/%d", repo, a->pr);
-		error = ab_gh_request(p->gh, NULL, NULL, "PATCH", path, body, 0);
-		json_decref(body);
-		if (error < 0)
-			goto fail;
-		steps |= STEP_CLOSE;
-		o += (size_t)snprintf(did + o, did_size - o, "%sclosed", o ? ", " : "");
-	}
-	if (!did[0])
-		snprintf(did, did_size, "recorded");
-	AB_INFO("policies: %s#%d: %s (%s): %s", repo, a->pr, ab_policy_rule_name(a->rule), a->key, did);
-	return mark(p, repo, a, steps, 1, 0);
-fail:
-	snprintf(did, did_size, "failed: %.200s", ab_error_last());
-	AB_WARN("policies: %s#%d: %s: %s", repo, a->pr, ab_policy_rule_name(a->rule), ab_error_last());
-	return error;
-}
-
 /* ---- the sweep ---- */
 
 static const char *const default_harness[] = { "guards/", "evaluator/", "tools/", "ci/" };
@@ -571,6 +419,64 @@ static void describe(char *buf, size_t size, const struct ab_policy_action *a)
 	snprintf(buf, size, "would %s%s%s%s%s", a->label ? "label " : "", a->label ? a->label : "",
 		 a->rule != AB_RULE_HARNESS ? (a->label ? ", comment" : "comment") : "skip evaluation",
 		 a->close ? ", close" : "", "");
+}
+
+/*
+ * The copycat rule's commit-date evidence, fetched only for the PRs whose recorded heads cannot
+ * say when overlapping lines appeared (guards: ab_policy_wants_commits), bounded and cached.
+ */
+static int commits_where_wanted(ab_policies *p, struct arena *a, const struct ab_policy_rules *rules,
+				struct ab_policy_pr *prs, size_t n, const char *repo)
+{
+	uint8_t *want = arena_calloc(a, n, 1);
+
+	if (!want)
+		return ab_error_set("out of memory");
+	if (!ab_policy_wants_commits(want, rules, prs, n))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ab_pr_commit *c = NULL;
+		size_t nc = 0;
+		int truncated = 0;
+		if (!want[i])
+			continue;
+		if (ab_pr_history_commits(p->history, &c, &nc, &truncated, repo, prs[i].number, prs[i].head_sha) < 0)
+			return -1;
+		/* The arena takes each commit's lines and the array (which holds the shas). */
+		struct ab_policy_snapshot *s = arena_calloc(a, nc, sizeof(*s));
+		for (size_t k = 0; k < nc; k++) {
+			if (s)
+				s[k] = (struct ab_policy_snapshot){ c[k].at, 0, c[k].sha, c[k].lines, c[k].n_lines };
+			if (!arena_keep(a, c[k].lines))
+				s = NULL;
+		}
+		if (!arena_keep(a, c) || !s)
+			return ab_error_set("out of memory");
+		prs[i].commits = s, prs[i].n_commits = nc;
+		AB_DEBUG("policies: %s#%d: %zu commit(s) read for when its lines appeared%s", repo, prs[i].number, nc,
+			 truncated ? " (the oldest only)" : "");
+	}
+	return 0;
+}
+
+/* merge_first: the PRs not closed, refused or drafts compete for the label. */
+static int merge_first(ab_policies *p, struct arena *a, const char *repo, const struct ab_policy_pr *prs, size_t n,
+		       const struct ab_policy_action *acts, size_t n_acts, int dry_run, ab_policies_row_fn row,
+		       void *payload)
+{
+	struct ab_merge_first_pr *m = arena_calloc(a, n, sizeof(*m));
+
+	if (!m)
+		return ab_error_set("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		m[i] = (struct ab_merge_first_pr){ prs[i].number, 0, !prs[i].draft };
+		for (size_t k = 0; k < prs[i].n_labels; k++)
+			m[i].labelled |= !strcasecmp(prs[i].labels[k], AB_MERGE_FIRST_LABEL);
+		for (size_t k = 0; k < n_acts; k++)
+			if (acts[k].pr == prs[i].number && (acts[k].close || acts[k].no_eval))
+				m[i].eligible = 0;
+	}
+	return ab_merge_first_run(p->gh, p->queue, repo, m, n, dry_run, row, payload);
 }
 
 static int sweep_repo(ab_policies *p, const struct ab_repo_config *rc, int dry_run, ab_policies_row_fn row, void *payload,
@@ -625,7 +531,15 @@ static int sweep_repo(ab_policies *p, const struct ab_repo_config *rc, int dry_r
 		f->head_sha = arena_strdup(&a, sha);
 		f->draft = json_is_true(json_object_get(item, "draft"));
 		f->created_at = iso_time(json_string_value(json_object_get(item, "created_at")));
-		f->draft_since = f->created_at;  /* conversions to draft are not read yet */
+		f->draft_since = f->created_at;
+		/* Only a draft older than the limit may be stale: then its last conversion to draft counts. */
+		if (f->draft && pc->draft_stale_days > 0 && now - f->created_at > (int64_t)pc->draft_stale_days * 86400) {
+			int64_t conv = 0;
+			if (ab_pr_history_draft_since(p->history, &conv, rc->name, f->number) < 0)
+				goto cleanup;
+			if (conv > f->draft_since)
+				f->draft_since = conv;
+		}
 		f->author_exempt = (type && !strcmp(type, "Bot")) ||
 				   (assoc && (!strcmp(assoc, "OWNER") || !strcmp(assoc, "MEMBER") || !strcmp(assoc, "COLLABORATOR")));
 		json_t *labels = json_array(), *l;
@@ -675,6 +589,8 @@ static int sweep_repo(ab_policies *p, const struct ab_repo_config *rc, int dry_r
 		}
 		n++;
 	}
+	if (commits_where_wanted(p, &a, &rules, prs, n, rc->name) < 0)
+		goto cleanup;
 	if (ab_policy_decide(acts, MAX_ACTIONS, &n_acts, &rules, prs, n, now) < 0)
 		AB_WARN("policies: %s: more than %d actions in one sweep; the rest wait for the next", rc->name, MAX_ACTIONS);
 	error = 0;
@@ -687,7 +603,7 @@ static int sweep_repo(ab_policies *p, const struct ab_repo_config *rc, int dry_r
 		if (dry_run) {
 			describe(did, sizeof(did), x);
 		} else {
-			int e = apply(p, rc->name, x, &rules, head, did, sizeof(did));
+			int e = ab_policy_actions_apply(p->db, p->gh, rc->name, x, &rules, head, did, sizeof(did));
 			if (e < 0 && error == 0)
 				error = e;
 		}
@@ -702,6 +618,11 @@ static int sweep_repo(ab_policies *p, const struct ab_repo_config *rc, int dry_r
 						     x->no_eval, x->close };
 			row(payload, &r);
 		}
+	}
+	if (pc->merge_first) {
+		int e = merge_first(p, &a, rc->name, prs, n, acts, n_acts, dry_run, row, payload);
+		if (e < 0 && error == 0)
+			error = e;
 	}
 cleanup:
 	if (error < 0 && !n_acts)

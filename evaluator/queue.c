@@ -15,13 +15,9 @@
 
 #include "error.h"
 #include "log.h"
+#include "queue_db.h"
 
 #define SCHEMA_VERSION "1"
-
-struct ab_queue {
-	sqlite3 *db;
-	pthread_mutex_t lock;
-};
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -53,146 +49,6 @@ static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS kv(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	"INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '" SCHEMA_VERSION "');";
 
-static int db_error(ab_queue *q, const char *what)
-{
-	return ab_error_set("queue: %s: %s", what, sqlite3_errmsg(q->db));
-}
-
-static int exec(ab_queue *q, const char *sql)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(q->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		ab_error_set("queue: %s", msg ? msg : sqlite3_errmsg(q->db));
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * Prepares `sql` and binds the arguments described by `types`: 's' const char * (NULL binds NULL),
- * 'i' int, 'l' int64_t. A type for a parameter number the statement does not use is ignored.
- */
-static int prep_va(ab_queue *q, sqlite3_stmt **out, const char *sql, const char *types, va_list ap)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_error(q, "prepare");
-	for (int i = 0; types[i]; i++) {
-		if (types[i] == 's') {
-			const char *s = va_arg(ap, const char *);
-			if (s)
-				sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
-			else
-				sqlite3_bind_null(st, i + 1);
-		} else if (types[i] == 'i') {
-			sqlite3_bind_int(st, i + 1, va_arg(ap, int));
-		} else {
-			sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-		}
-	}
-	*out = st;
-	return 0;
-}
-
-static int prep(ab_queue *q, sqlite3_stmt **out, const char *sql, const char *types, ...)
-{
-	va_list ap;
-	va_start(ap, types);
-	int error = prep_va(q, out, sql, types, ap);
-	va_end(ap);
-	return error;
-}
-
-/* Runs a statement that returns no rows. *out_changes (may be NULL) gets the rows changed. */
-static int run(ab_queue *q, int *out_changes, const char *sql, const char *types, ...)
-{
-	sqlite3_stmt *st = NULL;
-	va_list ap;
-	int rc;
-
-	va_start(ap, types);
-	rc = prep_va(q, &st, sql, types, ap);
-	va_end(ap);
-	if (rc < 0)
-		return -1;
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		return db_error(q, "step");
-	if (out_changes)
-		*out_changes = sqlite3_changes(q->db);
-	return 0;
-}
-
-/*
- * Prepares and binds as prep() and steps once: 0 with *out on the first row (the caller reads its
- * columns and finalizes), AB_ENOTFOUND when there is none, or an error naming `what`.
- */
-static int select_row_va(ab_queue *q, sqlite3_stmt **out, const char *what, const char *sql, const char *types,
-			 va_list ap)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (prep_va(q, &st, sql, types, ap) < 0)
-		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out = st;
-		return 0;
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? AB_ENOTFOUND : db_error(q, what);
-}
-
-static int select_row(ab_queue *q, sqlite3_stmt **out, const char *what, const char *sql, const char *types, ...)
-{
-	va_list ap;
-	va_start(ap, types);
-	int error = select_row_va(q, out, what, sql, types, ap);
-	va_end(ap);
-	return error;
-}
-
-/* SELECT of one integer; AB_ENOTFOUND when no row. */
-static int select_i64(ab_queue *q, int64_t *out, const char *sql, const char *types, ...)
-{
-	sqlite3_stmt *st = NULL;
-	va_list ap;
-
-	va_start(ap, types);
-	int error = select_row_va(q, &st, "select", sql, types, ap);
-	va_end(ap);
-	if (error == 0) {
-		*out = sqlite3_column_int64(st, 0);
-		sqlite3_finalize(st);
-	}
-	return error;
-}
-
-static int begin(ab_queue *q)
-{
-	pthread_mutex_lock(&q->lock);
-	if (exec(q, "BEGIN IMMEDIATE") < 0) {
-		pthread_mutex_unlock(&q->lock);
-		return -1;
-	}
-	return 0;
-}
-
-/* Commits when error == 0, else rolls back; unlocks; returns error (or the commit's failure). */
-static int end(ab_queue *q, int error)
-{
-	if (error == 0 && exec(q, "COMMIT") < 0)
-		error = -1;
-	if (error != 0)
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-	pthread_mutex_unlock(&q->lock);
-	return error;
-}
-
 int ab_queue_open(ab_queue **out, const char *path)
 {
 	ab_queue *q = calloc(1, sizeof(*q));
@@ -209,7 +65,7 @@ int ab_queue_open(ab_queue **out, const char *path)
 	sqlite3_busy_timeout(q->db, 10000);  /* `abgate eval --pr --post` may share the file */
 	/* WAL + synchronous=NORMAL: a commit is durable against a process crash (what the queue
 	 * guards against); only an OS crash may lose the last transactions. */
-	if (exec(q, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 || exec(q, schema) < 0)
+	if (ab_queue_db_exec(q, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 || ab_queue_db_exec(q, schema) < 0)
 		goto cleanup;
 	*out = q;
 	q = NULL;
@@ -261,7 +117,7 @@ static int read_job(ab_queue *q, struct ab_job **out, int64_t id)
 {
 	sqlite3_stmt *st = NULL;
 	struct ab_job *j = NULL;
-	int error = select_row(q, &st, "read job", "SELECT " JOB_COLS " FROM jobs WHERE id = ?", "l", id);
+	int error = ab_queue_db_select_row(q, &st, "read job", "SELECT " JOB_COLS " FROM jobs WHERE id = ?", "l", id);
 
 	if (error == AB_ENOTFOUND)
 		return ab_error_setc(AB_ENOTFOUND, "queue: no job %lld", (long long)id);
@@ -328,19 +184,19 @@ static int stop_pr_jobs(ab_queue *q, const char *repo, int pr, const char *keep_
 		 "UPDATE jobs SET state = ?3, outcome = ?3, finished_at = ?5 WHERE repo = ?1 AND pr = ?2 AND "
 		 "state = 'queued' AND check_run_id = 0%s",
 		 other);
-	if (run(q, &a, sql, "sissl", repo, pr, outcome, keep_sha ? keep_sha : "", (int64_t)now) < 0)
+	if (ab_queue_db_run(q, &a, sql, "sissl", repo, pr, outcome, keep_sha ? keep_sha : "", (int64_t)now) < 0)
 		return -1;
 	snprintf(sql, sizeof(sql),
 		 "UPDATE jobs SET state = 'reporting', outcome = ?3, lease_owner = NULL, lease_until = 0, "
 		 "next_report_at = 0, evaluated_at = ?5 WHERE repo = ?1 AND pr = ?2 AND state = 'queued'%s",
 		 other);
-	if (run(q, &b, sql, "sissl", repo, pr, outcome, keep_sha ? keep_sha : "", (int64_t)now) < 0)
+	if (ab_queue_db_run(q, &b, sql, "sissl", repo, pr, outcome, keep_sha ? keep_sha : "", (int64_t)now) < 0)
 		return -1;
 	snprintf(sql, sizeof(sql),
 		 "UPDATE jobs SET cancel_reason = ?3 WHERE repo = ?1 AND pr = ?2 AND state = 'running' AND "
 		 "cancel_reason IS NULL%s",
 		 other);
-	if (run(q, &c, sql, "siss", repo, pr, reason, keep_sha ? keep_sha : "") < 0)
+	if (ab_queue_db_run(q, &c, sql, "siss", repo, pr, reason, keep_sha ? keep_sha : "") < 0)
 		return -1;
 	if (a + b + c)
 		AB_INFO("queue: %s#%d: %d queued job(s) %s, %d running job(s) asked to stop", repo, pr, a + b, outcome, c);
@@ -363,14 +219,14 @@ static int enqueue_locked(ab_queue *q, enum ab_ingest_result *out, int64_t *out_
 	case AB_INTENT_CLOSE:
 		if (stop_pr_jobs(q, in->repo, in->pr, NULL, "canceled", now, &changed) < 0)
 			return -1;
-		if (run(q, NULL, "UPDATE commands SET state = 'done', outcome = 'closed' WHERE repo = ? AND pr = ? AND "
+		if (ab_queue_db_run(q, NULL, "UPDATE commands SET state = 'done', outcome = 'closed' WHERE repo = ? AND pr = ? AND "
 				 "state = 'pending'",
 			"si", in->repo, in->pr) < 0)
 			return -1;
 		*out = changed ? AB_INGEST_CANCELED : AB_INGEST_IGNORED;
 		return 0;
 	case AB_INTENT_COMMAND:
-		if (run(q, NULL, "INSERT INTO commands(repo, pr, user, comment_id, rerun, state, created_at) "
+		if (ab_queue_db_run(q, NULL, "INSERT INTO commands(repo, pr, user, comment_id, rerun, state, created_at) "
 				 "VALUES(?, ?, ?, ?, ?, 'pending', ?)",
 			"sislil", in->repo, in->pr, in->user ? in->user : "", in->comment_id, in->rerun,
 			(int64_t)now) < 0)
@@ -386,7 +242,7 @@ static int enqueue_locked(ab_queue *q, enum ab_ingest_result *out, int64_t *out_
 		return -1;
 	/* A live job, or (unless rerun) a finished one, already covers this head. Jobs being canceled
 	 * do not count: a PR closed and reopened, or pushed back to an old head, is evaluated again. */
-	int rc = select_i64(q, &id,
+	int rc = ab_queue_db_select_i64(q, &id,
 			    in->rerun ? "SELECT id FROM jobs WHERE repo = ? AND pr = ? AND head_sha = ? AND "
 					"cancel_reason IS NULL AND state IN ('queued', 'running') ORDER BY round DESC LIMIT 1"
 				      : "SELECT id FROM jobs WHERE repo = ? AND pr = ? AND head_sha = ? AND "
@@ -400,10 +256,12 @@ static int enqueue_locked(ab_queue *q, enum ab_ingest_result *out, int64_t *out_
 	}
 	if (rc != AB_ENOTFOUND)
 		return -1;
-	if (select_i64(q, &round, "SELECT COALESCE(MAX(round) + 1, 0) FROM jobs WHERE repo = ? AND pr = ? AND head_sha = ?",
-		       "sis", in->repo, in->pr, in->head_sha) < 0)
+	if (ab_queue_db_select_i64(
+		    q, &round,
+		    "SELECT COALESCE(MAX(round) + 1, 0) FROM jobs WHERE repo = ? AND pr = ? AND head_sha = ?", "sis",
+		    in->repo, in->pr, in->head_sha) < 0)
 		return -1;
-	if (run(q, NULL, "INSERT INTO jobs(repo, pr, head_sha, round, base_ref, trigger, state, created_at) "
+	if (ab_queue_db_run(q, NULL, "INSERT INTO jobs(repo, pr, head_sha, round, base_ref, trigger, state, created_at) "
 			 "VALUES(?, ?, ?, ?, ?, ?, 'queued', ?)",
 		"sisissl", in->repo, in->pr, in->head_sha, (int)round, in->base_ref, in->trigger ? in->trigger : "",
 		(int64_t)now) < 0)
@@ -422,9 +280,10 @@ int ab_queue_ingest(ab_queue *q, enum ab_ingest_result *out, int64_t *out_job_id
 	enum ab_ingest_result result = AB_INGEST_IGNORED;
 	int error;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	if (delivery && (error = select_i64(q, &seen, "SELECT 1 FROM deliveries WHERE id = ?", "s", delivery)) != AB_ENOTFOUND) {
+	if (delivery && (error = ab_queue_db_select_i64(q, &seen, "SELECT 1 FROM deliveries WHERE id = ?", "s",
+							delivery)) != AB_ENOTFOUND) {
 		if (error == 0)
 			result = AB_INGEST_DUPLICATE;
 		goto done;
@@ -432,10 +291,10 @@ int ab_queue_ingest(ab_queue *q, enum ab_ingest_result *out, int64_t *out_job_id
 	if ((error = enqueue_locked(q, &result, &job_id, intent, now)) < 0)
 		goto done;
 	if (delivery)
-		error = run(q, NULL, "INSERT INTO deliveries(id, event, received_at, result, job_id) VALUES(?, ?, ?, ?, ?)",
+		error = ab_queue_db_run(q, NULL, "INSERT INTO deliveries(id, event, received_at, result, job_id) VALUES(?, ?, ?, ?, ?)",
 			    "slil", delivery, event ? event : "", (int64_t)now, (int)result, job_id);
 done:
-	error = end(q, error);
+	error = ab_queue_db_end(q, error);
 	if (error == 0) {
 		*out = result;
 		if (out_job_id)
@@ -457,15 +316,15 @@ static int claim(ab_queue *q, struct ab_job **out, const char *select_sql, const
 	int64_t id;
 	int error;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	if ((error = select_i64(q, &id, select_sql, "l", (int64_t)now)) < 0)
+	if ((error = ab_queue_db_select_i64(q, &id, select_sql, "l", (int64_t)now)) < 0)
 		goto done;
-	if ((error = run(q, NULL, update_sql, "slll", owner, (int64_t)now + lease_s, id, (int64_t)now)) < 0)
+	if ((error = ab_queue_db_run(q, NULL, update_sql, "slll", owner, (int64_t)now + lease_s, id, (int64_t)now)) < 0)
 		goto done;
 	error = read_job(q, out, id);
 done:
-	return end(q, error);
+	return ab_queue_db_end(q, error);
 }
 
 int ab_queue_claim(ab_queue *q, struct ab_job **out, const char *owner, int lease_s, time_t now)
@@ -489,16 +348,16 @@ int ab_queue_heartbeat(ab_queue *q, int64_t id, const char *owner, int lease_s, 
 	int changed = 0, error;
 	int64_t cancel = 0;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	error = run(q, &changed, "UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND "
+	error = ab_queue_db_run(q, &changed, "UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND "
 				 "state IN ('running', 'reporting')",
 		    "lls", (int64_t)now + lease_s, id, owner);
 	if (error == 0 && changed == 0)
 		error = ab_error_setc(AB_ECANCELED, "queue: job %lld: lease lost", (long long)id);
 	if (error == 0)
-		error = select_i64(q, &cancel, "SELECT cancel_reason IS NOT NULL FROM jobs WHERE id = ?", "l", id);
-	error = end(q, error);
+		error = ab_queue_db_select_i64(q, &cancel, "SELECT cancel_reason IS NOT NULL FROM jobs WHERE id = ?", "l", id);
+	error = ab_queue_db_end(q, error);
 	if (error == 0 && out_cancel)
 		*out_cancel = (int)cancel;
 	return error;
@@ -508,7 +367,7 @@ int ab_queue_cancel_requested(ab_queue *q, int64_t id)
 {
 	int64_t cancel = 0;
 	pthread_mutex_lock(&q->lock);
-	select_i64(q, &cancel, "SELECT cancel_reason IS NOT NULL FROM jobs WHERE id = ?", "l", id);
+	ab_queue_db_select_i64(q, &cancel, "SELECT cancel_reason IS NOT NULL FROM jobs WHERE id = ?", "l", id);
 	pthread_mutex_unlock(&q->lock);
 	return (int)cancel;
 }
@@ -518,9 +377,9 @@ int ab_queue_finish_eval(ab_queue *q, int64_t id, const char *owner, const char 
 {
 	int changed = 0, error;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	error = run(q, &changed,
+	error = ab_queue_db_run(q, &changed,
 		    "UPDATE jobs SET state = 'reporting', outcome = ?, eval_status = ?, eval_id = ?, result = ?, note = ?, "
 		    "evaluated_at = ?, next_report_at = 0 WHERE id = ? AND lease_owner = ? AND state = 'running'",
 		    "silsslls", outcome, eval_status, eval_id, result, note, (int64_t)now, id, owner);
@@ -529,46 +388,48 @@ int ab_queue_finish_eval(ab_queue *q, int64_t id, const char *owner, const char 
 				      (long long)id);
 	/* A canceled run that never posted a check run has nothing to report. */
 	if (error == 0)
-		error = run(q, NULL,
+		error = ab_queue_db_run(q, NULL,
 			    "UPDATE jobs SET state = outcome, finished_at = ?, lease_owner = NULL, lease_until = 0 "
 			    "WHERE id = ? AND outcome IN ('canceled', 'superseded') AND check_run_id = 0",
 			    "ll", (int64_t)now, id);
-	return end(q, error);
+	return ab_queue_db_end(q, error);
 }
 
 int ab_queue_release(ab_queue *q, int64_t id, const char *owner)
 {
 	int error;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	error = run(q, NULL,
+	error = ab_queue_db_run(q, NULL,
 		    "UPDATE jobs SET state = 'queued', attempts = MAX(attempts - 1, 0), lease_owner = NULL, "
 		    "lease_until = 0 WHERE id = ? AND lease_owner = ? AND state = 'running' AND cancel_reason IS NULL",
 		    "ls", id, owner);
-	return end(q, error);
+	return ab_queue_db_end(q, error);
 }
 
 int ab_queue_set_check(ab_queue *q, int64_t id, int64_t check_run_id, const char *kind)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "UPDATE jobs SET check_run_id = ?, check_kind = ? WHERE id = ?", "lsl", check_run_id,
-			  kind, id));
+	return ab_queue_db_end(q,
+			       ab_queue_db_run(q, NULL, "UPDATE jobs SET check_run_id = ?, check_kind = ? WHERE id = ?",
+					       "lsl", check_run_id, kind, id));
 }
 
 int ab_queue_report_mark(ab_queue *q, int64_t id, unsigned bits)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "UPDATE jobs SET report_done = report_done | ? WHERE id = ?", "il", (int)bits, id));
+	return ab_queue_db_end(q, ab_queue_db_run(q, NULL, "UPDATE jobs SET report_done = report_done | ? WHERE id = ?",
+						  "il", (int)bits, id));
 }
 
 int ab_queue_report_finish(ab_queue *q, int64_t id, time_t now)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL,
+	return ab_queue_db_end(q, ab_queue_db_run(q, NULL,
 			  "UPDATE jobs SET state = CASE WHEN outcome IN ('canceled', 'superseded') THEN outcome "
 			  "ELSE 'done' END, finished_at = ?, lease_owner = NULL, lease_until = 0, last_error = NULL "
 			  "WHERE id = ? AND state = 'reporting'",
@@ -577,9 +438,9 @@ int ab_queue_report_finish(ab_queue *q, int64_t id, time_t now)
 
 int ab_queue_report_defer(ab_queue *q, int64_t id, const char *error_text, time_t retry_at)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL,
+	return ab_queue_db_end(q, ab_queue_db_run(q, NULL,
 			  "UPDATE jobs SET lease_owner = NULL, lease_until = 0, next_report_at = ?, "
 			  "report_attempts = report_attempts + 1, last_error = ? WHERE id = ? AND state = 'reporting'",
 			  "lsl", (int64_t)retry_at, error_text, id));
@@ -590,31 +451,31 @@ int ab_queue_recover(ab_queue *q, time_t now, int max_attempts, int all, int *ou
 	int a = 0, b = 0, c = 0, error;
 	int64_t cutoff = all ? INT64_MAX : (int64_t)now;
 
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
 	/* Dead worker, job asked to stop: close it out as canceled/superseded. */
-	error = run(q, &a,
+	error = ab_queue_db_run(q, &a,
 		    "UPDATE jobs SET state = 'reporting', outcome = CASE cancel_reason WHEN 'superseded' THEN "
 		    "'superseded' ELSE 'canceled' END, lease_owner = NULL, lease_until = 0, next_report_at = 0, "
 		    "evaluated_at = ?1 WHERE state = 'running' AND lease_until < ?2 AND cancel_reason IS NOT NULL",
 		    "ll", (int64_t)now, cutoff);
 	/* Dead worker, out of attempts: report an infra error instead of looping forever. */
 	if (error == 0)
-		error = run(q, &b,
+		error = ab_queue_db_run(q, &b,
 			    "UPDATE jobs SET state = 'reporting', outcome = 'exhausted', lease_owner = NULL, "
 			    "lease_until = 0, next_report_at = 0, evaluated_at = ?1 WHERE state = 'running' AND "
 			    "lease_until < ?2 AND attempts >= ?3",
 			    "lli", (int64_t)now, cutoff, max_attempts);
 	if (error == 0)
-		error = run(q, &c,
+		error = ab_queue_db_run(q, &c,
 			    "UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_until = 0 WHERE "
 			    "state = 'running' AND lease_until < ?",
 			    "l", cutoff);
 	if (error == 0)
-		error = run(q, NULL, "UPDATE jobs SET lease_owner = NULL, lease_until = 0 WHERE state = 'reporting' AND "
+		error = ab_queue_db_run(q, NULL, "UPDATE jobs SET lease_owner = NULL, lease_until = 0 WHERE state = 'reporting' AND "
 				     "lease_until < ?",
 			    "l", cutoff);
-	error = end(q, error);
+	error = ab_queue_db_end(q, error);
 	if (error == 0) {
 		if (a + b + c)
 			AB_WARN("queue: recovered %d job(s) from dead workers: %d requeued, %d out of attempts, %d canceled",
@@ -641,7 +502,7 @@ int ab_queue_command_next(ab_queue *q, struct ab_command **out, time_t now)
 	int error;
 
 	pthread_mutex_lock(&q->lock);
-	error = select_row(q, &st, "next command",
+	error = ab_queue_db_select_row(q, &st, "next command",
 			   "SELECT id, repo, pr, user, comment_id, rerun, attempts FROM commands WHERE state = 'pending' "
 			   "AND next_at <= ? ORDER BY id LIMIT 1",
 			   "l", (int64_t)now);
@@ -675,32 +536,37 @@ cleanup:
 
 int ab_queue_command_done(ab_queue *q, int64_t id, const char *outcome)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "UPDATE commands SET state = 'done', outcome = ? WHERE id = ?", "sl", outcome, id));
+	return ab_queue_db_end(q,
+			       ab_queue_db_run(q, NULL, "UPDATE commands SET state = 'done', outcome = ? WHERE id = ?",
+					       "sl", outcome, id));
 }
 
 int ab_queue_command_defer(ab_queue *q, int64_t id, const char *error_text, time_t retry_at)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "UPDATE commands SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?",
-			  "lsl", (int64_t)retry_at, error_text, id));
+	return ab_queue_db_end(
+		q,
+		ab_queue_db_run(q, NULL,
+				"UPDATE commands SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?",
+				"lsl", (int64_t)retry_at, error_text, id));
 }
 
 int ab_queue_sticky_get(ab_queue *q, const char *repo, int pr, int64_t *out)
 {
 	pthread_mutex_lock(&q->lock);
-	int error = select_i64(q, out, "SELECT comment_id FROM sticky WHERE repo = ? AND pr = ?", "si", repo, pr);
+	int error = ab_queue_db_select_i64(q, out, "SELECT comment_id FROM sticky WHERE repo = ? AND pr = ?", "si", repo, pr);
 	pthread_mutex_unlock(&q->lock);
 	return error;
 }
 
 int ab_queue_sticky_set(ab_queue *q, const char *repo, int pr, int64_t comment_id, const char *head_sha, time_t now)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL,
+	return ab_queue_db_end(q, ab_queue_db_run(q, NULL,
 			  "INSERT INTO sticky(repo, pr, comment_id, head_sha, updated_at) VALUES(?, ?, ?, ?, ?) "
 			  "ON CONFLICT(repo, pr) DO UPDATE SET comment_id = excluded.comment_id, "
 			  "head_sha = excluded.head_sha, updated_at = excluded.updated_at",
@@ -713,7 +579,7 @@ int ab_queue_kv_get(ab_queue *q, const char *key, char **out)
 	int error;
 
 	pthread_mutex_lock(&q->lock);
-	if ((error = select_row(q, &st, "kv get", "SELECT value FROM kv WHERE key = ?", "s", key)) == 0) {
+	if ((error = ab_queue_db_select_row(q, &st, "kv get", "SELECT value FROM kv WHERE key = ?", "s", key)) == 0) {
 		char *value = col_text(st, 0);
 		if (value)
 			*out = value;
@@ -727,11 +593,13 @@ int ab_queue_kv_get(ab_queue *q, const char *key, char **out)
 
 int ab_queue_kv_set(ab_queue *q, const char *key, const char *value)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "INSERT INTO kv(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+	return ab_queue_db_end(
+		q, ab_queue_db_run(q, NULL,
+				   "INSERT INTO kv(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = "
 				   "excluded.value",
-			  "ss", key, value));
+				   "ss", key, value));
 }
 
 int ab_queue_stats(ab_queue *q, struct ab_queue_stats *out)
@@ -741,7 +609,7 @@ int ab_queue_stats(ab_queue *q, struct ab_queue_stats *out)
 	int rc, error = -1;
 
 	pthread_mutex_lock(&q->lock);
-	if (prep(q, &st, "SELECT state, COUNT(*) FROM jobs GROUP BY state", "") < 0)
+	if (ab_queue_db_prep(q, &st, "SELECT state, COUNT(*) FROM jobs GROUP BY state", "") < 0)
 		goto cleanup;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *state = (const char *)sqlite3_column_text(st, 0);
@@ -756,11 +624,11 @@ int ab_queue_stats(ab_queue *q, struct ab_queue_stats *out)
 		else if (!strcmp(state, "superseded")) s.superseded = n;
 	}
 	if (rc != SQLITE_DONE) {
-		db_error(q, "stats");
+		ab_queue_db_error(q, "stats");
 		goto cleanup;
 	}
-	if (select_i64(q, &s.commands_pending, "SELECT COUNT(*) FROM commands WHERE state = 'pending'", "") < 0 ||
-	    select_i64(q, &s.deliveries, "SELECT COUNT(*) FROM deliveries", "") < 0)
+	if (ab_queue_db_select_i64(q, &s.commands_pending, "SELECT COUNT(*) FROM commands WHERE state = 'pending'", "") < 0 ||
+	    ab_queue_db_select_i64(q, &s.deliveries, "SELECT COUNT(*) FROM deliveries", "") < 0)
 		goto cleanup;
 	*out = s;
 	error = 0;
@@ -772,9 +640,9 @@ cleanup:
 
 int ab_queue_prune(ab_queue *q, time_t before)
 {
-	if (begin(q) < 0)
+	if (ab_queue_db_begin(q) < 0)
 		return -1;
-	return end(q, run(q, NULL, "DELETE FROM deliveries WHERE received_at < ?", "l", (int64_t)before));
+	return ab_queue_db_end(q, ab_queue_db_run(q, NULL, "DELETE FROM deliveries WHERE received_at < ?", "l", (int64_t)before));
 }
 
 int ab_queue_pr_done_jobs(ab_queue *q, int64_t **out_ids, size_t *out_n, const char *repo, int pr)
@@ -785,7 +653,8 @@ int ab_queue_pr_done_jobs(ab_queue *q, int64_t **out_ids, size_t *out_n, const c
 	int rc, error = -1;
 
 	pthread_mutex_lock(&q->lock);
-	if (prep(q, &st, "SELECT id FROM jobs WHERE repo = ? AND pr = ? AND state = 'done' ORDER BY id", "si", repo, pr) < 0)
+	if (ab_queue_db_prep(q, &st, "SELECT id FROM jobs WHERE repo = ? AND pr = ? AND state = 'done' ORDER BY id",
+			     "si", repo, pr) < 0)
 		goto cleanup;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (n == cap) {
@@ -799,7 +668,7 @@ int ab_queue_pr_done_jobs(ab_queue *q, int64_t **out_ids, size_t *out_n, const c
 		ids[n++] = sqlite3_column_int64(st, 0);
 	}
 	if (rc != SQLITE_DONE) {
-		db_error(q, "step");
+		ab_queue_db_error(q, "step");
 		goto cleanup;
 	}
 	*out_ids = ids;

@@ -350,6 +350,38 @@ int ab_policy_appeared(int64_t *out_at, int64_t *out_seq, char *how, size_t how_
 	return -1;
 }
 
+/* ---- merge-first ---- */
+
+int ab_policy_merge_first(int *out_winner, int *out_remove, size_t cap, size_t *out_n,
+			  const struct ab_policy_gain *prs, size_t n)
+{
+	const struct ab_policy_gain *best = NULL, *holder = NULL;
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ab_policy_gain *g = &prs[i];
+		if (!g->eligible || !(g->gain > 0))
+			continue;
+		if (g->labelled && (!holder || g->gain > holder->gain))
+			holder = g;
+		if (!best || g->gain > best->gain || (g->gain == best->gain && g->pr < best->pr))
+			best = g;
+	}
+	/* The holder keeps the label on a tie: it moves only for a strictly larger gain. */
+	if (holder && !(best->gain > holder->gain))
+		best = holder;
+	*out_winner = best ? best->pr : 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!prs[i].labelled || prs[i].pr == *out_winner)
+			continue;
+		if (k < cap)
+			out_remove[k] = prs[i].pr;
+		k++;
+	}
+	*out_n = k;
+	return k > cap ? -1 : 0;
+}
+
 /* ---- decisions ---- */
 
 static int has_label(const struct ab_policy_pr *pr, const struct ab_policy_rules *r)
@@ -409,6 +441,72 @@ static int later_than(const struct ab_policy_pr *a, const struct ab_policy_pr *b
 	return a->number > b->number;
 }
 
+/* Whether the copycat rule compares `pr` against `o` at all: big enough, another author's open
+ * non-draft PR sharing a file. */
+static int comparable(const struct ab_policy_rules *r, const struct ab_policy_pr *pr, const struct ab_policy_pr *o)
+{
+	if (r->copycat_warn <= 0 || pr->n_lines == 0 || (int)pr->n_lines < r->copycat_min_added_lines)
+		return 0;
+	if (pr == o || o->draft || !o->n_lines || !share_file(pr, o))
+		return 0;
+	return !(pr->author && o->author && !strcasecmp(pr->author, o->author));
+}
+
+/* pr's lines that o also has, malloc'd (caller frees); *out_n their number. NULL: out of memory. */
+static uint64_t *shared_lines(const struct ab_policy_pr *pr, const struct ab_policy_pr *o, size_t *out_n)
+{
+	uint64_t *shared = malloc((pr->n_lines ? pr->n_lines : 1) * sizeof(*shared));
+	size_t k = 0, x = 0, y = 0;
+	if (!shared)
+		return NULL;
+	while (x < pr->n_lines && y < o->n_lines) {
+		if (pr->lines[x] < o->lines[y])
+			x++;
+		else if (pr->lines[x] > o->lines[y])
+			y++;
+		else
+			shared[k++] = pr->lines[x], x++, y++;
+	}
+	*out_n = k;
+	return shared;
+}
+
+/* Whether pr's recorded heads alone say when `shared` appeared: a head other than the first abgate saw holds them. */
+static int heads_decide(const struct ab_policy_pr *pr, const uint64_t *shared, size_t n_shared)
+{
+	for (size_t h = 0; h < pr->n_heads; h++)
+		if (holds(pr->heads[h].lines, pr->heads[h].n_lines, shared, n_shared))
+			return h > 0;
+	return 0;
+}
+
+size_t ab_policy_wants_commits(uint8_t *out_want, const struct ab_policy_rules *r, const struct ab_policy_pr *prs,
+			       size_t n)
+{
+	size_t count = 0;
+
+	memset(out_want, 0, n);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			const struct ab_policy_pr *pr = &prs[i], *o = &prs[j];
+			size_t ns = 0;
+			if (!comparable(r, pr, o) ||
+			    (double)ab_policy_intersect(pr->lines, pr->n_lines, o->lines, o->n_lines) / (double)pr->n_lines <
+				    r->copycat_warn)
+				continue;
+			uint64_t *shared = shared_lines(pr, o, &ns);
+			if (!shared)
+				continue;
+			for (int side = 0; side < 2; side++) {
+				size_t k = side ? j : i;
+				if (!out_want[k] && !heads_decide(&prs[k], shared, ns))
+					out_want[k] = 1, count++;
+			}
+			free(shared);
+		}
+	return count;
+}
+
 struct decide {
 	struct ab_policy_action *out;
 	size_t cap, n;
@@ -455,26 +553,16 @@ static int refusals(struct decide *d, const struct ab_policy_rules *r, const str
 		char how_a[160], how_b[160], best_a[160] = "", best_b[160] = "";
 		for (size_t j = 0; j < n; j++) {
 			const struct ab_policy_pr *o = &prs[j];
-			if (j == i || o->draft || !o->n_lines || !share_file(pr, o))
+			size_t ns, k = 0;
+			if (!comparable(r, pr, o))
 				continue;
-			if (pr->author && o->author && !strcasecmp(pr->author, o->author))
-				continue;
-			size_t ns = ab_policy_intersect(pr->lines, pr->n_lines, o->lines, o->n_lines);
+			ns = ab_policy_intersect(pr->lines, pr->n_lines, o->lines, o->n_lines);
 			double c = (double)ns / (double)pr->n_lines;
 			if (c < r->copycat_warn || c <= best)
 				continue;
-			uint64_t *shared = malloc(ns * sizeof(*shared));
-			size_t k = 0, x = 0, y = 0;
+			uint64_t *shared = shared_lines(pr, o, &k);
 			if (!shared)
 				continue;
-			while (x < pr->n_lines && y < o->n_lines) {
-				if (pr->lines[x] < o->lines[y])
-					x++;
-				else if (pr->lines[x] > o->lines[y])
-					y++;
-				else
-					shared[k++] = pr->lines[x], x++, y++;
-			}
 			int later = later_than(pr, o, shared, k, how_a, how_b, sizeof(how_a));
 			free(shared);
 			if (!later)

@@ -115,6 +115,26 @@ const char *ab_policy_rule_name(enum ab_policy_rule rule);
 int ab_policy_decide(struct ab_policy_action *out, size_t cap, size_t *out_n, const struct ab_policy_rules *rules,
 		     const struct ab_policy_pr *prs, size_t n_prs, int64_t now);
 
+/* ---- merge-first ---- */
+
+/* One PR as the merge-first decision sees it. */
+struct ab_policy_gain {
+	int pr;
+	double gain;        /* verified gain of its latest verdict (family-wise lower bound - 1); <= 0: none */
+	int labelled;       /* carries `merge-first` now */
+	int eligible;       /* open, not closed or refused by a policy in this sweep */
+};
+
+/*
+ * Which PR should carry `merge-first` (one at a time): the eligible PR with the largest verified
+ * gain. The current holder keeps it unless another's gain is strictly larger; among others a tie
+ * goes to the lower number. *out_winner is 0 when no eligible PR has a gain. out_remove receives
+ * (up to `cap`) the PRs that carry the label and must lose it (closed ones included); *out_n the
+ * count (may exceed cap). Returns 0, or -1 when cap was too small.
+ */
+int ab_policy_merge_first(int *out_winner, int *out_remove, size_t cap, size_t *out_n,
+			  const struct ab_policy_gain *prs, size_t n);
+
 /* ---- added lines ---- */
 
 /*
@@ -150,6 +170,16 @@ double ab_policy_containment(const uint64_t *later, size_t n_later, const uint64
  */
 int ab_policy_appeared(int64_t *out_at, int64_t *out_seq, char *how, size_t how_size, const struct ab_policy_pr *pr,
 		       const uint64_t *shared, size_t n_shared);
+
+/*
+ * Which PRs' commits (ab_policy_pr.commits, fetched only on demand) could change a copycat
+ * decision: a side of a pair the rule compares (containment >= warn) whose recorded heads cannot
+ * tell alone when the shared lines appeared (no recorded head holds them, or the first head
+ * abgate saw already did: they may be older). Sets out_want[i] (n entries) for those; returns
+ * how many.
+ */
+size_t ab_policy_wants_commits(uint8_t *out_want, const struct ab_policy_rules *rules, const struct ab_policy_pr *prs,
+			       size_t n);
 
 /* ---- comments ---- */
 

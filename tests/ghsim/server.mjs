@@ -70,8 +70,10 @@ export async function startSim({ port = 0, seed = defaultSeed, host = "127.0.0.1
   };
 
   // A PR's author (`user`, `user_type` "User" | "Bot", `author_association`), `created_at`, and
-  // optionally `files` [{filename, patch, previous_filename?}] and `commits` [{sha, author,
-  // committer, date}] (logins and an ISO date) feed the policy facts.
+  // optionally `files` [{filename, patch, previous_filename?}], `commits` [{sha, author,
+  // committer, date, files?}] (logins, an ISO date, the commit's own files with patches for
+  // GET /commits/{sha}) and `timeline` [{event, created_at}] (e.g. convert_to_draft,
+  // ready_for_review) feed the policy facts.
   const iso = (t) => new Date(t).toISOString().replace(/\.\d+Z$/, "Z");
   const prJson = (c, pr, k) => {
     const m = mock(c, "pulls/get");
@@ -122,6 +124,52 @@ export async function startSim({ port = 0, seed = defaultSeed, host = "127.0.0.1
         .map((x) => ({ ...m, sha: x.sha, commit: { ...m.commit, author: person(x.author, x.date), committer: person(x.committer, x.date) },
           author: user(x.author), committer: user(x.committer) }));
       res.status(200).json(paginate(q, res, commits));
+    },
+    "repos/get-commit": async (c, _q, res) => {
+      const { owner, repo, ref } = c.request.params;
+      let found = null;
+      for (const [k, pr] of Object.entries(state.pulls))
+        if (k.startsWith(`${owner}/${repo}#`)) for (const x of pr.commits || []) if (x.sha === ref) found = x;
+      if (!found) return res.status(422).json({ message: `No commit found for SHA: ${ref}` });
+      const m = mock(c, "repos/get-commit");
+      const person = (login) => ({ name: login || "someone", email: `${login || "someone"}@example.com`, date: found.date });
+      const files = (found.files || []).map((f) => {
+        const lines = (f.patch || "").split("\n");
+        const additions = lines.filter((l) => l.startsWith("+")).length, deletions = lines.filter((l) => l.startsWith("-")).length;
+        return { ...m.files[0], filename: f.filename, status: "modified", additions, deletions, changes: additions + deletions, patch: f.patch };
+      });
+      const additions = files.reduce((a, f) => a + f.additions, 0), deletions = files.reduce((a, f) => a + f.deletions, 0);
+      res.status(200).json({ ...m, sha: found.sha, commit: { ...m.commit, author: person(found.author), committer: person(found.committer) },
+        author: found.author ? { ...m.author, login: found.author } : null,
+        committer: found.committer ? { ...m.committer, login: found.committer } : null,
+        stats: { additions, deletions, total: additions + deletions }, files });
+    },
+    "issues/list-events-for-timeline": async (c, q, res) => {
+      const pr = state.pulls[key(c.request.params)];
+      if (!pr) return notFound(res);
+      const actor = { ...mock(c, "pulls/get").user, login: pr.user || "octocat" };
+      const events = (pr.timeline || []).map((e, i) => ({ id: 9000 + i, node_id: `IE_${i}`,
+        url: `https://api.github.com/repos/${c.request.params.owner}/${c.request.params.repo}/issues/events/${9000 + i}`,
+        actor, event: e.event, commit_id: null, commit_url: null, created_at: e.created_at, performed_via_github_app: null }));
+      res.status(200).json(paginate(q, res, events));
+    },
+    // Issues are the PRs here (each with `pull_request`); `state` and `labels` (comma-separated, all
+    // required) filter as GitHub does.
+    "issues/list-for-repo": async (c, q, res) => {
+      const { owner, repo } = c.request.params; const want = q.query.state || "open";
+      const need = (q.query.labels || "").split(",").filter(Boolean);
+      const m = mock(c, "issues/list-for-repo")[0];
+      const all = Object.entries(state.pulls)
+        .filter(([k, p]) => k.startsWith(`${owner}/${repo}#`) && (want === "all" || p.state === want)
+          && need.every((l) => (state.labels[k] || []).includes(l)))
+        .sort(([, a], [, b]) => b.number - a.number)
+        .map(([k, p]) => ({ ...m, number: p.number, state: p.state, title: p.title, labels: (state.labels[k] || []).map(labelObj),
+          user: { ...m.user, login: p.user || "octocat" },
+          pull_request: { url: `https://api.github.com/repos/${owner}/${repo}/pulls/${p.number}`,
+            html_url: `https://github.com/${owner}/${repo}/pull/${p.number}`,
+            diff_url: `https://github.com/${owner}/${repo}/pull/${p.number}.diff`,
+            patch_url: `https://github.com/${owner}/${repo}/pull/${p.number}.patch` } }));
+      res.status(200).json(paginate(q, res, all));
     },
     "pulls/update": async (c, q, res) => {
       const k = key(c.request.params); const pr = state.pulls[k];

@@ -3,7 +3,8 @@
  * containment, "earlier" by when lines appeared (recorded heads beat PR-open time; commit dates
  * when abgate saw no arrival), and each rule's decision with its figures: stale and draft stale,
  * exempt labels, exhausted evaluations (infra not counted), the per-author cap with exemptions,
- * copycat block / warn / too small, denylist on a committer, harness skip, and the comment table.
+ * copycat block / warn / too small, denylist on a committer, harness skip, the comment table, and
+ * which PR carries merge-first.
  */
 #include <stdlib.h>
 
@@ -194,6 +195,13 @@ static void test_copycat(void)
 	CHECK(ab_policy_decide(act, 8, &n, &r, p, 2, NOW) == 0);
 	CHECK(n == 1 && act[0].pr == 2 && act[0].rule == AB_RULE_COPYCAT);
 	CHECK(n == 1 && strstr(act[0].figures, "as abgate recorded it") != NULL);
+	/* #2's second recorded head says when its lines arrived; #1's first head may be older: only
+	 * #1's commits are worth fetching. With nothing recorded, both. */
+	uint8_t want[2] = { 9, 9 };
+	CHECK(ab_policy_wants_commits(want, &r, p, 2) == 1 && want[0] == 1 && want[1] == 0);
+	p[0].n_heads = p[1].n_heads = 0;
+	CHECK(ab_policy_wants_commits(want, &r, p, 2) == 2 && want[0] == 1 && want[1] == 1);
+	p[0].n_heads = 1, p[1].n_heads = 2;
 	/* Without any record, PR-open time decides, and the placeholder wins (the old mistake). */
 	p[0].n_heads = p[1].n_heads = 0;
 	CHECK(ab_policy_decide(act, 8, &n, &r, p, 2, NOW) == 0);
@@ -272,12 +280,39 @@ static void test_harness(void)
 	CHECK(strstr(note, "Not evaluated (policy harness)") == note);
 }
 
+/* merge-first: the largest verified gain, one at a time, the holder keeps it on a tie. */
+static void test_merge_first(void)
+{
+	struct ab_policy_gain g[4] = { { 1, 0.04, 0, 1 }, { 2, 0.07, 0, 1 }, { 3, 0.0, 0, 1 }, { 4, 0.09, 0, 0 } };
+	int winner = -1, rm[4];
+	size_t n = 9;
+	/* #4 has the largest gain but is closed (not eligible); #3 has none. */
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 2 && n == 0);
+	/* #2 holds it; #1 climbs to the same gain: no move. Strictly larger: it moves. */
+	g[1].labelled = 1, g[0].gain = 0.07;
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 2 && n == 0);
+	g[0].gain = 0.071;
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 1 && n == 1 && rm[0] == 2);
+	/* The closed #4 still carries it from earlier: removed, whoever wins. */
+	g[3].labelled = 1;
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 1 && n == 2 && rm[0] == 2 && rm[1] == 4);
+	/* Two without a holder tie: the lower number. Nobody with a gain: nobody, every label goes. */
+	g[1].labelled = g[3].labelled = 0, g[1].gain = 0.071;
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 1);
+	for (int i = 0; i < 4; i++)
+		g[i].gain = i == 2 ? -0.01 : 0, g[i].labelled = i == 2;
+	CHECK(ab_policy_merge_first(&winner, rm, 4, &n, g, 4) == 0 && winner == 0 && n == 1 && rm[0] == 3);
+	/* cap too small: counted, -1. */
+	g[0].labelled = 1;
+	CHECK(ab_policy_merge_first(&winner, rm, 1, &n, g, 4) == -1 && n == 2);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
 		{ "lines", test_lines },       { "stale", test_stale },       { "exhausted", test_exhausted },
 		{ "cap", test_cap },           { "copycat", test_copycat },   { "denylist", test_denylist },
-		{ "harness", test_harness },
+		{ "harness", test_harness },   { "merge_first", test_merge_first },
 	};
 	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

@@ -2,8 +2,9 @@
  * driver.c - the service tests' front end: `driver serve ...` and `driver eval --pr ...` run the
  * same code as `abgate serve` / `abgate eval --pr` (ab_cmd_serve_with / ab_cmd_eval_pr_with), and
  * `driver jobs STATE_DIR` prints the queue's jobs as JSON lines for assertions. With
- * ABGATE_FAKE_EVAL="outcome:seconds" (pass | none | reject | infra | crash) a stand-in evaluation replaces
- * the pipeline: it waits, honours should_cancel, and returns a small abgate.result/1 document
+ * ABGATE_FAKE_EVAL="outcome:seconds[:lower]" (pass | none | reject | infra | crash) a stand-in evaluation
+ * replaces the pipeline: it waits, honours should_cancel, and returns a small abgate.result/1 document
+ * (pass: one gating series whose family-wise lower bound is `lower`, default 1.065, and its tier)
  * (crash: an infra error with no document, only its message). Tests of
  * the GitHub side use it to be fast; the required scenarios use the real pipeline and the mock SUT.
  */
@@ -42,10 +43,10 @@ static int fake_eval(json_t **out_result, int64_t *out_eval_id, const struct ab_
 			spec = file_spec;
 		fclose(sf);
 	}
-	double seconds = 0.2;
+	double seconds = 0.2, lower = 1.065;
 	const char *head = opts->head_ref;
 
-	sscanf(spec, "%31[^:]:%lf", outcome, &seconds);
+	sscanf(spec, "%31[^:]:%lf:%lf", outcome, &seconds, &lower);
 	for (double waited = 0; waited < seconds; waited += 0.02) {
 		if (opts->should_cancel && opts->should_cancel(opts->cancel_payload))
 			return AB_EVAL_CANCELED;
@@ -63,18 +64,32 @@ static int fake_eval(json_t **out_result, int64_t *out_eval_id, const struct ab_
 	if (strlen(head) != 40)
 		head = getenv("ABGATE_FAKE_HEAD_SHA") ? getenv("ABGATE_FAKE_HEAD_SHA") : "ffffffffffffffffffffffffffffffffffffffff";
 	int status = !strcmp(outcome, "reject") ? AB_EVAL_REJECT : !strcmp(outcome, "infra") ? AB_EVAL_INFRA : AB_EVAL_PASS;
+	/* The default policy's tiers (guards/speed.h): XS S M L XL at 2, 3.5, 6, 10, 18% verified. */
+	static const double tiers[] = { 0.02, 0.035, 0.06, 0.10, 0.18 };
+	static const char *const tier_names[] = { "XS", "S", "M", "L", "XL" };
+	int tier = -1;
+	for (int t = 0; t < 5; t++)
+		if (status == AB_EVAL_PASS && strcmp(outcome, "none") && lower >= 1 + tiers[t])
+			tier = t;
+	char tier_label[16];
+	snprintf(tier_label, sizeof(tier_label), "eval:%s", tier >= 0 ? tier_names[tier] : "none");
 	const char *label = status == AB_EVAL_REJECT ? "eval:REJECT" : status == AB_EVAL_INFRA ? "eval:infra-error"
-			    : !strcmp(outcome, "none") ? "eval:none" : "eval:M";
+			    : tier_label;
+	const char *kind = status == AB_EVAL_REJECT ? "reject" : status == AB_EVAL_INFRA ? "infra" : tier >= 0 ? "tier" : "none";
+	if (tier < 0 && status == AB_EVAL_PASS)
+		lower = 1.0;
 	json_t *labels = status == AB_EVAL_REJECT ? json_pack("[ss]", "eval:REJECT", "regression-512") : json_pack("[s]", label);
 	*out_result = json_pack(
-		"{s:s, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:o}, s:[{s:s, s:s, s:i, s:{s:f, s:i}, s:{s:f, s:i}, "
-		"s:f, s:[ff], s:s}]}",
+		"{s:s, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:o}, s:[{s:s, s:s, s:i, s:{s:f, s:i}, s:{s:f, s:i}, "
+		"s:f, s:[ff], s:s, s:b, s:[ff], s:s?}]}",
 		"schema", "abgate.result/1", "base", "ref", opts->base_ref, "sha", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-		"head", "ref", opts->head_ref, "sha", head, "verdict", "label", label, "reason", "fake evaluation",
+		"head", "ref", opts->head_ref, "sha", head, "verdict", "label", label, "kind", kind, "reason", "fake evaluation",
 		"labels", labels, "metrics", "name", "decode_tps", "model", "mock", "ctx", 512, "base", "median", 100.0,
 		"n", 6, "head", "median", status == AB_EVAL_REJECT ? 80.0 : 108.0, "n", 6, "ratio",
 		status == AB_EVAL_REJECT ? 0.8 : 1.08, "ci", status == AB_EVAL_REJECT ? 0.78 : 1.06,
-		status == AB_EVAL_REJECT ? 0.82 : 1.10, "outcome", status == AB_EVAL_REJECT ? "regressed" : "improved");
+		status == AB_EVAL_REJECT ? 0.82 : 1.10, "outcome", status == AB_EVAL_REJECT ? "regressed" : "improved",
+		"gating", 1, "ci_adj", status == AB_EVAL_REJECT ? 0.76 : lower, status == AB_EVAL_REJECT ? 0.84 : lower + 0.05,
+		"tier", tier >= 0 ? tier_names[tier] : NULL);
 	*out_eval_id = 1;
 	return status;
 }

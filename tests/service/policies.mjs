@@ -276,6 +276,139 @@ scenarios.denylist_restart = async (sim) => {
   await svc.stop();
 };
 
+// copycat.warn <= containment < copycat.block: labelled copycat-warn, not evaluated, not closed,
+// the check run says why. Later sweeps read no commit again (cached per sha).
+scenarios.copycat_warn = async (sim) => {
+  const conf = writeConfig("warn", sim, {}, { poll_interval_s: 1 });
+  const svc = await startService(conf);
+  const o = seed(sim, 100, { user: "orig", created: Date.now() - 2 * HOUR, files: [{ filename: "kernels/a.cu", patch: patch(0, 40) }] });
+  await deliver(svc, prPayload({ repo: REPO, number: 100, action: "opened", head_sha: o }));
+  await jobsFinal(conf, 100);
+  const own = Array.from({ length: 10 }, (_, i) => `mine_${i}();`);
+  const w = seed(sim, 101, { user: "borrower", created: Date.now() - HOUR, files: [{ filename: "kernels/a.cu", patch: patch(0, 30, own) }] });
+  await deliver(svc, prPayload({ repo: REPO, number: 101, action: "opened", head_sha: w }));
+  const [j] = await jobsFinal(conf, 101);
+  check(j.outcome === "skipped", `not evaluated (${j.state} ${j.outcome})`);
+  check(prState(sim, 101) === "open" && labelsOf(sim, 101).includes("copycat-warn"), `labelled copycat-warn, open (${labelsOf(sim, 101)})`);
+  const runs = checkRuns(sim, w);
+  check(runs.length === 1 && runs[0].conclusion === "skipped" &&
+    JSON.stringify(runs[0].output).includes("Not evaluated (policy copycat-warn)") && JSON.stringify(runs[0].output).includes("75.0%"),
+    `the check run says why (${JSON.stringify(runs.map((r) => [r.conclusion, r.output]))})`);
+  const c = policyComments(sim, 101);
+  check(c.length === 1 && c[0].body.includes("## Not evaluated: large overlap") && c[0].body.includes("#100"), `comment (${c[0] && c[0].body})`);
+  check(prState(sim, 100) === "open" && labelsOf(sim, 100).length === 0 || !labelsOf(sim, 100).includes("copycat-warn"), "the original untouched");
+  const commitReads = () => sim.requests.filter((q) => /\/commits\/[0-9a-f]{40}$/.test(q.path)).length;
+  const before = commitReads();
+  check(before >= 1 && before <= 2, `commit patches read once per sha (${before})`);
+  await sleep(3500);  // several polling sweeps look at the pair again
+  check(commitReads() === before, `no commit read again by later sweeps (${commitReads()} vs ${before})`);
+  check(policyComments(sim, 101).length === 1, "still one comment");
+  await svc.stop();
+};
+
+// harness_changes "skip": a PR touching the harness is not evaluated, not closed; the check run says why.
+scenarios.harness_skip = async (sim) => {
+  const conf = writeConfig("harness", sim, { harness_changes: "skip" });
+  const svc = await startService(conf);
+  const h = seed(sim, 110, { files: [{ filename: "src/fast.c", patch: patch(0, 3) }, { filename: "guards/default.json", patch: patch(5, 6) }] });
+  const ok = seed(sim, 111, { user: "bob", files: [{ filename: "src/other.c", patch: patch(10, 13) }] });
+  await deliver(svc, prPayload({ repo: REPO, number: 110, action: "opened", head_sha: h }));
+  await deliver(svc, prPayload({ repo: REPO, number: 111, action: "opened", head_sha: ok }));
+  const [j] = await jobsFinal(conf, 110);
+  const [k] = await jobsFinal(conf, 111);
+  check(j.outcome === "skipped" && k.outcome === "pass", `harness PR skipped, the other evaluated (${j.outcome}, ${k.outcome})`);
+  const runs = checkRuns(sim, h);
+  check(runs.length === 1 && runs[0].conclusion === "skipped" && JSON.stringify(runs[0].output).includes("Not evaluated (policy harness)") &&
+    JSON.stringify(runs[0].output).includes("guards/default.json"), `the check run says why (${JSON.stringify(runs.map((r) => r.output))})`);
+  check(prState(sim, 110) === "open" && policyComments(sim, 110).length === 0, "not closed, no comment");
+  await svc.stop();
+};
+
+// merge_first: after each verdict the open PR with the largest verified gain carries merge-first,
+// one at a time; a tie leaves it where it is; a closed PR loses it.
+scenarios.merge_first = async (sim) => {
+  const conf = writeConfig("merge", sim, { merge_first: true, max_unrewarded_evals: 0 });
+  const svc = await startService(conf);
+  const holders = () => [80, 81, 82, 83].filter((n) => labelsOf(sim, n).includes("merge-first"));
+  const evaluate = async (n, spec, user) => {
+    writeFileSync(fakeFile, spec);
+    const h = seed(sim, n, { user, files: [{ filename: `src/m${n}.c`, patch: patch(n * 100, n * 100 + 3) }] });
+    await deliver(svc, prPayload({ repo: REPO, number: n, action: "opened", head_sha: h }));
+    await jobsFinal(conf, n);
+  };
+  await evaluate(80, "pass:0.1:1.04", "a1");           // eval:S, lower bound +4%
+  await waitFor(() => holders().join() === "80", "#80 labelled merge-first");
+  await evaluate(81, "pass:0.1:1.12", "a2");           // eval:L, +12%: the label moves
+  await waitFor(() => holders().join() === "81", `merge-first moved to #81 (${holders()})`);
+  check(true, "moved, one at a time");
+  await evaluate(82, "pass:0.1:1.12", "a3");           // the same gain: no move
+  await evaluate(83, "none:0.1", "a4");                 // eval:none: never a candidate
+  await sleep(1500);
+  check(holders().join() === "81", `a tie and a none leave it on #81 (${holders()})`);
+  // #81 is closed by someone; the next verdict's sweep takes the label off it and gives it to #82.
+  sim.state.pulls[`${REPO}#81`].state = "closed";
+  writeFileSync(fakeFile, "pass:0.1:1.03");
+  const h = seed(sim, 80, { user: "a1", head: sha(0x8002), files: [{ filename: "src/m80.c", patch: patch(8000, 8004) }] });
+  await deliver(svc, prPayload({ repo: REPO, number: 80, action: "synchronize", head_sha: h }));
+  await jobsFinal(conf, 80, 2);
+  await waitFor(() => holders().join() === "82", `merge-first on #82, off the closed #81 (${holders()})`);
+  check(!labelsOf(sim, 81).includes("merge-first"), "the closed PR lost it");
+  const bad = sim.requests.filter((q) => q.status >= 400 && /labels|issues\?/.test(q.path));
+  check(bad.length === 0, `every label request valid (${JSON.stringify(bad)})`);
+  await svc.stop();
+};
+
+// draft_stale_days counts from creation or the last conversion to draft (the issue timeline).
+scenarios.draft_stale = async (sim) => {
+  const old = Date.now() - 10 * DAY;
+  seed(sim, 90, { draft: true, created: old });
+  sim.state.pulls[`${REPO}#90`].timeline = [{ event: "ready_for_review", created_at: iso(Date.now() - 3 * DAY) },
+    { event: "convert_to_draft", created_at: iso(Date.now() - DAY) }];
+  seed(sim, 91, { draft: true, created: old });
+  sim.state.pulls[`${REPO}#91`].timeline = [{ event: "convert_to_draft", created_at: iso(Date.now() - 5 * DAY) }];
+  seed(sim, 92, { draft: true, created: Date.now() - 6 * DAY });
+  seed(sim, 93, { draft: true, created: Date.now() - 2 * DAY });  // too young to ask the timeline
+  const conf = writeConfig("draft", sim);
+  const r = await run(["policies", "--config", conf.file]);
+  check(r.code === 0, `sweep exits 0 (${r.code} ${r.err})`);
+  check(prState(sim, 90) === "open" && policyComments(sim, 90).length === 0, "converted to draft a day ago: kept");
+  check(prState(sim, 91) === "closed", "converted 5 days ago: closed");
+  const c91 = policyComments(sim, 91), c92 = policyComments(sim, 92);
+  check(c91.length === 1 && c91[0].body.includes("## Closed: draft left too long") && /5\.\d days idle: converted to draft/.test(c91[0].body),
+    `figures of #91 (${c91[0] && c91[0].body})`);
+  check(prState(sim, 92) === "closed" && c92.length === 1 && /6\.\d days idle: opened as a draft/.test(c92[0].body), `#92 (${c92[0] && c92[0].body})`);
+  check(prState(sim, 93) === "open", "a young draft kept");
+  const tl = sim.requests.filter((q) => q.path.endsWith("/timeline"));
+  check(tl.length === 3 && tl.every((q) => q.status === 200), `timeline read for the three old drafts, valid (${JSON.stringify(tl.map((q) => [q.path, q.status]))})`);
+};
+
+// "Earlier" from commit dates when abgate recorded nothing that decides: both PRs first seen in
+// one sweep (#121, listed first, is recorded first; it was also opened first). But its copied
+// lines came in a commit an hour ago, and #120's are in a commit three hours old: #121 is the
+// copy. #120 has 40 commits: only the oldest 30 are read.
+scenarios.copycat_commit_dates = async (sim) => {
+  const own = ["mine_1();", "mine_2();", "mine_3();", "mine_4();"];
+  const copyFiles = [{ filename: "kernels/a.cu", patch: patch(0, 36, own) }];
+  const origFiles = [{ filename: "kernels/a.cu", patch: patch(0, 40) }];
+  seed(sim, 121, { user: "squatter", created: Date.now() - 5 * HOUR, head: sha(0x1212), files: copyFiles,
+    commits: [{ sha: sha(0x1211), author: "squatter", committer: "squatter", date: iso(Date.now() - 5 * HOUR), files: [{ filename: "kernels/a.cu", patch: patch(900, 901) }] },
+      { sha: sha(0x1212), author: "squatter", committer: "squatter", date: iso(Date.now() - HOUR), files: copyFiles }] });
+  const commits = [{ sha: sha(0x12000), author: "author", committer: "author", date: iso(Date.now() - 3 * HOUR), files: origFiles }];
+  for (let i = 1; i < 40; i++)
+    commits.push({ sha: sha(0x12000 + i), author: "author", committer: "author", date: iso(Date.now() - 3 * HOUR + i * 60e3), files: [] });
+  seed(sim, 120, { user: "author", created: Date.now() - 3 * HOUR, head: sha(0x12000 + 39), files: origFiles, commits });
+  const conf = writeConfig("dates", sim);
+  const r = await run(["policies", "--config", conf.file]);
+  check(r.code === 0 && /#121 \| copycat \|/.test(r.out), `the sweep's table (${r.out} ${r.err})`);
+  check(prState(sim, 121) === "closed" && labelsOf(sim, 121).includes("copycat"), "the later-pushed copy is the copy");
+  const c = policyComments(sim, 121);
+  check(c.length === 1 && c[0].body.includes("#120") && (c[0].body.match(/by its date/g) || []).length === 2,
+    `both times from commit dates (${c[0] && c[0].body})`);
+  check(prState(sim, 120) === "open" && policyComments(sim, 120).length === 0, "the real author untouched");
+  const reads = sim.requests.filter((q) => /\/commits\/[0-9a-f]{40}$/.test(q.path));
+  check(reads.length === 32 && reads.every((q) => q.status === 200), `2 + 30 commit patches read, valid (${reads.length})`);
+};
+
 // ---- main ----
 const name = process.argv[2];
 if (!scenarios[name]) {

@@ -92,7 +92,7 @@ static void policies(void)
 	snprintf(json, sizeof(json),
 		 "{\"repos\":[{\"name\":\"a/b\",\"policies\":{\"stale_days\":0,\"copycat\":{\"warn\":0.5}}},{\"name\":\"c/d\"}],"
 		 "\"policies\":{\"max_open_prs_per_author\":3,\"denylist_file\":\"%s\",\"exempt_labels\":[\"keep\"],"
-		 "\"harness_changes\":\"skip\"}}", deny);
+		 "\"harness_changes\":\"skip\",\"merge_first\":true}}", deny);
 	tu_write_file(path, json);
 	CHECK(ab_config_load(&cfg, path) == 0);
 	CHECK_EQ(cfg->policies.stale_days, 2);
@@ -108,12 +108,14 @@ static void policies(void)
 	CHECK_STR(c->harness_changes, "skip");
 	CHECK_EQ(c->exempt_label_count, 1);
 	CHECK_STR(c->exempt_labels[0], "keep");
+	CHECK(a->merge_first == 1 && c->merge_first == 1);
 	CHECK_EQ(a->denylist_count, 2);
 	CHECK_STR(a->denylist[0], "Sybil-1");
 	CHECK_STR(a->denylist[1], "other_2");
 	CHECK(ab_config_describe(&text, cfg) == 0);
 	CHECK_STR_HAS(text, "repos[0].policies.stale_days = 0");
 	CHECK_STR_HAS(text, "policies.exempt_labels = [\"keep\"]");
+	CHECK_STR_HAS(text, "repos[1].policies.merge_first = true");
 	free(text);
 	ab_config_free(cfg);
 	/* Defaults when nothing is said. */
@@ -123,6 +125,7 @@ static void policies(void)
 	CHECK_STR(cfg->repos[0].policies.exempt_labels[1], "merge-first");
 	CHECK_STR(cfg->repos[0].policies.harness_changes, "evaluate");
 	CHECK(cfg->repos[0].policies.denylist_file == NULL);
+	CHECK(cfg->repos[0].policies.merge_first == 0);
 	ab_config_free(cfg);
 
 	expect_error("{\"policies\":{\"stale\":1}}", "policies.stale: unknown key");
@@ -132,6 +135,7 @@ static void policies(void)
 	expect_error("{\"policies\":{\"copycat\":{\"block\":0.7}}}", "warn (0.75) is above block (0.7)");
 	expect_error("{\"policies\":{\"harness_changes\":\"ignore\"}}", "expected \"evaluate\" or \"skip\"");
 	expect_error("{\"policies\":{\"stale_days\":-1}}", "policies.stale_days: -1 is outside");
+	expect_error("{\"policies\":{\"merge_first\":1}}", "policies.merge_first: expected true or false");
 	expect_error("{\"policies\":{\"exempt_labels\":\"hold\"}}", "policies.exempt_labels: expected an array");
 	expect_error("{\"policies\":{\"denylist_file\":\"/nonexistent/deny\"}}", "denylist_file: cannot open");
 	tu_write_file(deny, "good\nbad login\n");
