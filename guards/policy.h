@@ -4,7 +4,7 @@
  * had), the rules and the time, say what to do (label, comment, close, do not evaluate) with the
  * rule and the figures that triggered it. Also the copycat arithmetic (added-line fingerprints,
  * containment, when lines first appeared) and the one table every policy comment is written from.
- * No I/O: evaluator/policies.c fetches the facts and applies the actions.
+ * No I/O: evaluator/service/policies.c fetches the facts and applies the actions.
  */
 #ifndef AB_POLICY_H
 #define AB_POLICY_H

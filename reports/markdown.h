@@ -23,7 +23,7 @@ struct ab_markdown_options {
 /*
  * Renders `result` (borrowed). *out is a NUL-terminated string the caller frees with free().
  * opts may be NULL (defaults: cap 65000, samples on). The sticky comment's hidden marker
- * is the poster's business (evaluator/report.h), not part of the rendering. Missing fields render as "n/a";
+ * is the poster's business (evaluator/service/report.h), not part of the rendering. Missing fields render as "n/a";
  * AB_EINVALID only when result is not an object, AB_ERROR on allocation failure.
  */
 int ab_markdown_render(char **out, const json_t *result, const struct ab_markdown_options *opts);

@@ -3,7 +3,7 @@
  * comment and the check run summary (markdown.h's rendering of the result document, or a short
  * notice when there is none), cut to a size at a line boundary, and a one-line plain title.
  * Rendering only: the service decides what goes where, with which labels and conclusion, and owns
- * the comment's hidden marker (evaluator/report.h).
+ * the comment's hidden marker (evaluator/service/report.h).
  */
 #ifndef AB_POST_H
 #define AB_POST_H

@@ -91,7 +91,7 @@ static int fixture_init(struct fixture *f, const char *base_ref, const char *hea
 	vin.n_harness_touched = 1;
 	if (ab_verdict_decide(&f->verdict, &vin) != 0)
 		return -1;
-	/* The shape evaluator/env.c produces. */
+	/* The shape evaluator/pipeline/env.c produces. */
 	f->env = json_pack("{s:[{s:s, s:s, s:i}], s:s, s:{s:s, s:i}}", "gpus", "name", "NVIDIA H200 <b>",
 		"driver_version", "575.57", "clocks_sm_mhz", 1980, "host", "bench-01", "cpu", "model", "EPYC", "cores", 16);
 	const char *changed[] = { "engine/decode.c", "guards/default.json" };

@@ -22,12 +22,12 @@
 #include "queue.h"
 
 #ifndef AB_HAVE_EVAL
-/* evaluator/eval.c is not written yet: fail every real evaluation as an infra error. */
+/* evaluator/pipeline/eval.c is not written yet: fail every real evaluation as an infra error. */
 int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_options *opts)
 {
 	*out_result = NULL;
 	*out_eval_id = 0;
-	ab_error_set("ab_eval_run is not built (evaluator/eval.c missing)");
+	ab_error_set("ab_eval_run is not built (evaluator/pipeline/eval.c missing)");
 	return AB_EVAL_INFRA;
 }
 #endif
