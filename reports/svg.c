@@ -92,6 +92,8 @@ void ab_svg_yaxis(struct ab_text *t, const struct ab_scale *y, double x0, double
 	ab_text_puts(t, "<g class=\"axis\">");
 	for (size_t i = 0; i < n; i++) {
 		char label[32];
+		if (fmt == AB_SVG_INT && ticks[i] != floor(ticks[i]))
+			continue;          /* pair and evaluation indices are whole */
 		double py = ab_scale_px(y, ticks[i]);
 		ab_svg_fmt_value(label, sizeof(label), ticks[i], fmt);
 		ab_text_printf(t, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
@@ -107,6 +109,8 @@ void ab_svg_xaxis(struct ab_text *t, const struct ab_scale *x, double y0, double
 	ab_text_puts(t, "<g class=\"axis\">");
 	for (size_t i = 0; i < n; i++) {
 		char label[32];
+		if (fmt == AB_SVG_INT && ticks[i] != floor(ticks[i]))
+			continue;
 		double px = ab_scale_px(x, ticks[i]);
 		ab_svg_fmt_value(label, sizeof(label), ticks[i], fmt);
 		ab_text_printf(t, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
