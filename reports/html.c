@@ -242,13 +242,24 @@ static void render_header(struct ab_text *t, const json_t *doc, const struct ab_
 	ab_text_puts(t, "</p></header>\n");
 }
 
-static void metrics_table(struct ab_text *t, const json_t *metrics)
+/* A row that says something: a claim, a regression (confirmed or not), or a clear outcome. */
+static int is_decisive(const json_t *m)
 {
-	ab_text_puts(t, "<table class=\"metrics\"><thead><tr><th>model</th><th>metric</th><th>ctx</th><th>base</th>"
-		"<th>head</th><th>\xce\x94 (95% CI)</th><th>pairs</th><th>outcome</th><th>gate</th></tr></thead><tbody>\n");
+	const char *outcome = ab_render_str(m, "outcome");
+	return json_is_true(json_object_get(m, "regression")) || json_is_true(json_object_get(m, "confirmed")) ||
+		ab_render_str(m, "tier") != NULL || (outcome && (!strcmp(outcome, "regressed") || !strcmp(outcome, "improved")));
+}
+
+static const char table_head[] = "<table class=\"metrics\"><thead><tr><th>model</th><th>metric</th><th>ctx</th>"
+	"<th>base</th><th>head</th><th>\xce\x94 (95% CI)</th><th>pairs</th><th>outcome</th><th>gate</th></tr></thead><tbody>\n";
+
+static void metric_rows(struct ab_text *t, const json_t *metrics, int which)
+{
 	size_t i;
 	const json_t *m;
 	json_array_foreach(metrics, i, m) {
+		if (which >= 0 && is_decisive(m) != which)
+			continue;
 		char ctx[24], base[32], head[32];
 		ab_render_ctx(ctx, sizeof(ctx), ab_render_int(m, "ctx", 0));
 		ab_render_value(base, sizeof(base), ab_render_num(json_object_get(m, "base"), "median"));
@@ -267,7 +278,25 @@ static void metrics_table(struct ab_text *t, const json_t *metrics)
 		gate_text(t, m);
 		ab_text_puts(t, "</td></tr>\n");
 	}
-	ab_text_puts(t, "</tbody></table>\n");
+}
+
+/* The metrics table; from 18 series the neutral rows fold into a <details> below the decisive ones. */
+static void metrics_table(struct ab_text *t, const json_t *metrics)
+{
+	size_t n = json_array_size(metrics), decisive = 0;
+	for (size_t i = 0; i < n; i++)
+		decisive += is_decisive(json_array_get(metrics, i));
+	ab_text_puts(t, table_head);
+	if (n < 18 || decisive == n) {
+		metric_rows(t, metrics, -1);
+		ab_text_puts(t, "</tbody></table>\n");
+		return;
+	}
+	metric_rows(t, metrics, 1);
+	ab_text_printf(t, "</tbody></table>\n<details><summary>%zu neutral series (no claim, no regression)</summary>%s",
+		n - decisive, table_head);
+	metric_rows(t, metrics, 0);
+	ab_text_puts(t, "</tbody></table></details>\n");
 }
 
 static void widen(double *lo, double *hi, double v)
