@@ -16,6 +16,7 @@
 #include "cmd_serve.h"
 #include "error.h"
 #include "eval.h"
+#include "html.h"
 #include "log.h"
 #include "markdown.h"
 #include "result.h"
@@ -214,10 +215,10 @@ int ab_cmd_report(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{ "state", required_argument, 0, 'S' }, { "format", required_argument, 0, 'f' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
+		{ "output", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
 	};
-	const char *state = NULL, *format = "md";
-	const char *usage = "usage: abgate report ID [--state DIR] [--format md|json|text]\n";
+	const char *state = NULL, *format = "md", *output = NULL;
+	const char *usage = "usage: abgate report ID [--state DIR] [--format md|json|text|html] [-o FILE]\n";
 	ab_store *store = NULL;
 	struct ab_store_eval *ev = NULL;
 	json_t *doc = NULL;
@@ -225,10 +226,11 @@ int ab_cmd_report(int argc, char **argv)
 	int c, id, rc = 3;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:", options, NULL)) != -1) {
 		switch (c) {
 		case 'S': state = optarg; break;
 		case 'f': format = optarg; break;
+		case 'o': output = optarg; break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: fputs(usage, stderr); return 2;
 		}
@@ -237,8 +239,8 @@ int ab_cmd_report(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
-	if (strcmp(format, "md") && strcmp(format, "json") && strcmp(format, "text")) {
-		fprintf(stderr, "abgate: --format must be md, json or text\n");
+	if (strcmp(format, "md") && strcmp(format, "json") && strcmp(format, "text") && strcmp(format, "html")) {
+		fprintf(stderr, "abgate: --format must be md, json, text or html\n");
 		return 2;
 	}
 	if (open_store(&store, state) < 0)
@@ -263,6 +265,8 @@ int ab_cmd_report(int argc, char **argv)
 	} else if (strcmp(format, "md") == 0) {
 		struct ab_markdown_options mo = { .samples = 0 };
 		ab_markdown_render(&out, doc, &mo);
+	} else if (strcmp(format, "html") == 0) {
+		ab_html_render_run(&out, doc, NULL);
 	} else {
 		ab_terminal_render(&out, doc, isatty(STDOUT_FILENO));
 	}
@@ -270,9 +274,14 @@ int ab_cmd_report(int argc, char **argv)
 		fprintf(stderr, "abgate: cannot render evaluation %d: %s\n", id, ab_error_last());
 		goto cleanup;
 	}
-	fputs(out, stdout);
-	if (out[0] && out[strlen(out) - 1] != '\n')
-		putchar('\n');
+	if (output) {
+		if (write_file(output, out) < 0)
+			goto cleanup;
+	} else {
+		fputs(out, stdout);
+		if (out[0] && out[strlen(out) - 1] != '\n')
+			putchar('\n');
+	}
 	rc = 0;
 cleanup:
 	free(out);

@@ -157,6 +157,15 @@ static int is_spec_metric(const json_t *m)
 	return family && strcmp(family, "spec") == 0;
 }
 
+/* A row that says something: a claim, a regression (confirmed or not), or a clear outcome. */
+static int is_decisive(const json_t *m)
+{
+	const char *outcome = ab_render_str(m, "outcome");
+	return json_is_true(json_object_get(m, "regression")) || json_is_true(json_object_get(m, "confirmed")) ||
+		ab_render_str(m, "tier") != NULL ||
+		(outcome && (!strcmp(outcome, "regressed") || !strcmp(outcome, "improved")));
+}
+
 /* The metric of `name` for (model, ctx), NULL when absent. Borrowed. */
 static const json_t *metric_find(const json_t *metrics, const char *name, const char *model, long long ctx)
 {
@@ -495,19 +504,41 @@ int ab_markdown_render(char **out, const json_t *result, const struct ab_markdow
 	const json_t *metrics = json_object_get(result, "metrics");
 	size_t n_metrics = json_array_size(metrics), shown = 0;
 	if (n_metrics > 0) {
+		size_t plain = 0, cut = 0;
+		for (size_t i = 0; i < n_metrics; i++)
+			plain += !is_spec_metric(json_array_get(metrics, i));
+		/* A long table keeps the decisive rows on top and folds the neutral ones away. */
+		int fold = plain >= AB_MARKDOWN_FOLD_ROWS;
 		ab_text_puts(&t, metric_header);
-		for (; shown < n_metrics; shown++) {
-			ab_text_free(&row);
-			if (is_spec_metric(json_array_get(metrics, shown)))
-				continue;          /* in the spec section below */
-			metric_row(&row, json_array_get(metrics, shown));
-			if (t.len + row.len + reserve > o.max_chars)
-				break;
-			ab_text_append(&t, row.buf ? row.buf : "", row.len);
+		for (int pass = 0; pass < (fold ? 2 : 1); pass++) {
+			size_t neutral_shown = 0;
+			for (size_t i = 0; i < n_metrics; i++) {
+				const json_t *m = json_array_get(metrics, i);
+				if (is_spec_metric(m) || (fold && is_decisive(m) == pass))
+					continue;          /* spec rows: in the spec section below */
+				ab_text_free(&row);
+				metric_row(&row, m);
+				if (t.len + row.len + reserve + 60 > o.max_chars) {
+					cut++;
+					continue;
+				}
+				if (pass == 1 && neutral_shown++ == 0) {
+					size_t n_neutral = 0;
+					for (size_t k = 0; k < n_metrics; k++)
+						n_neutral += !is_spec_metric(json_array_get(metrics, k)) &&
+							!is_decisive(json_array_get(metrics, k));
+					ab_text_printf(&t, "\n<details><summary>%zu neutral series (no claim, no regression)"
+						"</summary>\n\n%s", n_neutral, metric_header);
+				}
+				ab_text_append(&t, row.buf ? row.buf : "", row.len);
+				shown++;
+			}
+			if (pass == 1 && neutral_shown)
+				ab_text_puts(&t, "\n</details>\n");
 		}
-		if (shown < n_metrics)
+		if (cut > 0)
 			ab_text_printf(&t, "\n_Table cut: %zu of %zu metric rows shown; the stored result has "
-				"all of them._\n", shown, n_metrics);
+				"all of them._\n", shown, plain);
 		ab_text_free(&row);
 		render_spec(&row, result);
 		if (t.len + row.len + reserve <= o.max_chars)

@@ -3,7 +3,8 @@
  * summary), rendered only from an abgate.result/1 document so that stored results re-render.
  * Verdict line (icon, label, reason), one row per metric x context (base, head, delta with its 95%
  * CI, outcome, gating claim), pairs, gates, method sentence, environment, failures, a build log
- * tail when a build failed, per-sample detail, and a footer with the short shas. Everything that
+ * tail when a build failed, per-sample detail (with 18+ series the neutral rows in a collapsed
+ * <details> below the decisive ones), and a footer with the short shas. Everything that
  * came from outside is escaped (text.h). The output stays under max_chars: sample detail is cut
  * first, then metric rows, and the cut is said.
  */
@@ -14,6 +15,7 @@
 #include <jansson.h>
 
 #define AB_MARKDOWN_MAX_CHARS 65000     /* GitHub refuses comment bodies over 65536 characters */
+#define AB_MARKDOWN_FOLD_ROWS 18        /* from this many speed series, neutral rows fold into <details> */
 
 struct ab_markdown_options {
 	size_t max_chars;       /* 0: AB_MARKDOWN_MAX_CHARS; values below 2000 are raised to 2000 */

@@ -69,6 +69,10 @@ int ab_post_body(char **out, const struct ab_post *p, size_t max_bytes)
 		ab_text_md(&t, p->note, NOTE_MAX_CHARS);
 		ab_text_puts(&t, "\n\n");
 	}
+	if (p->run_url && (!strncmp(p->run_url, "https://", 8) || !strncmp(p->run_url, "http://", 7)) &&
+	    !strpbrk(p->run_url, " ()<>[]\"'`\r\n")) {
+		ab_text_printf(&t, "[Full report with plots](%s)\n\n", p->run_url);
+	}
 	if (p->infra)
 		ab_text_puts(&t, "> This is an infrastructure problem on the evaluation host, not a verdict on the PR. "
 			     "A maintainer can comment `/eval rerun` to try again.\n\n");

@@ -21,6 +21,7 @@ struct ab_post {
 	const char *head_sha;    /* the notice's footer: head, PR number and base (may be NULL) */
 	int pr;
 	const char *base_ref;
+	const char *run_url;     /* the report page with plots (http(s) URL); NULL: no link */
 };
 
 /*

@@ -181,6 +181,25 @@ static void md_cp(struct ab_text *t, unsigned cp)
 		append_cp(t, cp);
 }
 
+/* One code point of untrusted text for HTML (see ab_text_html). */
+static void html_cp(struct ab_text *t, unsigned cp)
+{
+	if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
+		ab_text_puts(t, " ");
+	else if (cp == '<')
+		ab_text_puts(t, "&lt;");
+	else if (cp == '>')
+		ab_text_puts(t, "&gt;");
+	else if (cp == '&')
+		ab_text_puts(t, "&amp;");
+	else if (cp == '"')
+		ab_text_puts(t, "&quot;");
+	else if (cp == '\'')
+		ab_text_puts(t, "&#39;");
+	else
+		append_cp(t, cp);
+}
+
 /* One code point of untrusted text for a terminal: no escape sequences reach it. */
 static void plain_cp(struct ab_text *t, unsigned cp)
 {
@@ -213,6 +232,11 @@ static void append_untrusted(struct ab_text *t, const char *s, size_t max_chars,
 void ab_text_md(struct ab_text *t, const char *s, size_t max_chars)
 {
 	append_untrusted(t, s, max_chars, "\xe2\x80\xa6", md_cp);       /* ellipsis */
+}
+
+void ab_text_html(struct ab_text *t, const char *s, size_t max_chars)
+{
+	append_untrusted(t, s, max_chars, "\xe2\x80\xa6", html_cp);     /* ellipsis */
 }
 
 void ab_text_plain(struct ab_text *t, const char *s, size_t max_chars)

@@ -1,6 +1,6 @@
 /*
  * text.h - what the renderers share: a growable text buffer that remembers allocation failure
- * (checked once at the end), escaping of untrusted strings for GitHub markdown table cells, and
+ * (checked once at the end), escaping of untrusted strings for GitHub markdown table cells and HTML, and
  * number formatting that never prints a bare percentage (ratio -> "+5.4%").
  */
 #ifndef AB_TEXT_H
@@ -35,6 +35,13 @@ void ab_text_free(struct ab_text *t);
  * kept (an ellipsis marks the cut). Invalid UTF-8 bytes become U+FFFD. NULL appends "n/a".
  */
 void ab_text_md(struct ab_text *t, const char *s, size_t max_chars);
+
+/*
+ * Appends `s` (untrusted) escaped for HTML text or a quoted attribute value: '&' '<' '>' '"' '\''
+ * become entities, control characters and newlines become spaces, invalid UTF-8 becomes U+FFFD,
+ * at most `max_chars` characters (an ellipsis marks the cut). NULL appends "n/a".
+ */
+void ab_text_html(struct ab_text *t, const char *s, size_t max_chars);
 
 /* Appends `s` for a plain-text terminal: control characters become '?', at most max_chars. */
 void ab_text_plain(struct ab_text *t, const char *s, size_t max_chars);

@@ -273,7 +273,7 @@ int ab_cmd_eval_pr_with(int argc, char **argv, ab_service_eval_fn eval)
 		AB_WARN("eval: the PR moved to %.12s while measuring %.12s", ghpr.head_sha, measured);
 	if (!to_github)
 		snprintf(ext, sizeof(ext), "abgate:%s#%d@%s/cli", t.repo, pr, t.head_sha);
-	struct ab_report rep = { outcome_of(status), result, NULL, !measured || !to_github || !strcmp(measured, ghpr.head_sha) };
+	struct ab_report rep = { outcome_of(status), result, NULL, !measured || !to_github || !strcmp(measured, ghpr.head_sha), NULL };
 	if (status == AB_EVAL_INFRA && !result) {
 		/* A copy: posting sets errors of its own, which would rewrite ab_error_last() under the note. */
 		snprintf(note, sizeof(note), "%s", ab_error_last());

@@ -47,6 +47,8 @@ struct key_def {
 static const struct key_def key_table[] = {
 	TOP("listen", T_STR, listen, "127.0.0.1:8080", 0, 0,
 	    "address:port of the webhook receiver (POST /webhook, GET /healthz, GET /metrics); port 0 picks a free one"),
+	TOP("public_url", T_STR, public_url, NULL, 0, 0,
+	    "address the read-only pages (/runs/<id>, /history, /calibration) are reachable at; set: the check run's details_url and the comment link to /runs/<id>"),
 	TOP("state_dir", T_STR, state_dir, "./.abgate", 0, 0,
 	    "evaluations, mirrors and builds (abgate.db) and the job queue (queue.db)"),
 	TOP("webhook_secret", T_SECRET, webhook_secret, NULL, 0, 0,
@@ -526,6 +528,9 @@ static int finish(struct ab_config *cfg)
 	}
 	if (!strchr(cfg->listen, ':'))
 		return ab_error_setc(AB_EINVALID, "config: listen: expected host:port");
+	if (cfg->public_url && ((strncmp(cfg->public_url, "http://", 7) && strncmp(cfg->public_url, "https://", 8)) ||
+				strpbrk(cfg->public_url, "\"'<> \t\r\n")))
+		return ab_error_setc(AB_EINVALID, "config: public_url: expected an http(s) URL");
 	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "info") &&
 	    strcmp(cfg->log_level, "debug"))
 		return ab_error_setc(AB_EINVALID, "config: log_level: expected error, warn, info or debug");

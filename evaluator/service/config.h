@@ -64,6 +64,7 @@ struct ab_github_config {
 struct ab_config {
 	char *path;                  /* the file it was loaded from (NULL: defaults only) */
 	char *listen;                /* "host:port" of the webhook receiver */
+	char *public_url;            /* where the pages are reachable ("https://abgate.example"); NULL: no links */
 	char *state_dir;
 	char *webhook_secret;        /* secret; NULL when not configured */
 	char *webhook_secret_source;

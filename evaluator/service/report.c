@@ -64,7 +64,7 @@ static struct ab_post post_of(const struct ab_report_target *t, const struct ab_
 	return (struct ab_post){
 		.result = rep->result, .label = outcome_label(rep->outcome), .reason = outcome_reason(rep),
 		.note = rep->note, .infra = is_infra(rep->outcome), .head_sha = t ? t->head_sha : NULL,
-		.pr = t ? t->pr : 0, .base_ref = t ? t->base_ref : NULL,
+		.pr = t ? t->pr : 0, .base_ref = t ? t->base_ref : NULL, .run_url = rep->run_url,
 	};
 }
 

@@ -30,6 +30,7 @@ struct ab_report {
 	json_t *result;            /* abgate.result/1, borrowed; NULL when the evaluation produced none */
 	const char *note;          /* an extra sentence for the comment and check run (may be NULL) */
 	int current;               /* the head is still the PR's head: post comment and labels */
+	const char *run_url;       /* the run's page (public_url/runs/<id>), NULL: none; details_url and a link */
 };
 
 /* The sticky comment's body (marker first, at most AB_COMMENT_MAX characters). Caller frees. */

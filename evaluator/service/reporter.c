@@ -140,6 +140,8 @@ static json_t *check_run_body(const ab_reporter *r, const struct ab_report_targe
 			      t->head_sha, "external_id", t->external_id ? t->external_id : "", "status", "completed",
 			      "conclusion", ab_report_conclusion(rep->outcome), "completed_at",
 			      now_iso(stamp, sizeof(stamp)), "output", "title", title, "summary", summary);
+	if (j && rep->run_url)
+		json_object_set_new(j, "details_url", json_string(rep->run_url));
 	return j;
 }
 

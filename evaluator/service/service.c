@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "policies.h"
 #include "reporter.h"
+#include "pages.h"
 #include "webhook.h"
 
 enum cancel_why { CANCEL_NONE = 0, CANCEL_QUEUE, CANCEL_TIMEOUT, CANCEL_SHUTDOWN };
@@ -146,7 +147,10 @@ static void report_job(ab_service *svc, int64_t id)
 		snprintf(note, sizeof(note), "%s", job->note);
 	external_id(ext, sizeof(ext), job);
 	struct ab_report_target t = { job->repo, job->pr, job->head_sha, job->base_ref, ext };
-	struct ab_report rep = { job->outcome ? job->outcome : "infra", result, note[0] ? note : NULL, 1 };
+	struct ab_report rep = { job->outcome ? job->outcome : "infra", result, note[0] ? note : NULL, 1, NULL };
+	char run_url[1200];
+	ab_pages_run_url(run_url, sizeof(run_url), svc->cfg, result ? (long long)job->eval_id : 0);
+	rep.run_url = run_url[0] ? run_url : NULL;
 	int64_t check_id = job->check_run_id;
 	char *kind = job->check_kind ? strdup(job->check_kind) : NULL;
 	unsigned done = job->report_done;
@@ -624,6 +628,11 @@ static int on_health(void *payload, char *msg, size_t size)
 	return 0;
 }
 
+static int on_page(void *payload, const char *path, ab_webhook_arg_fn arg, void *request, struct ab_webhook_page *out)
+{
+	return ab_pages_get(((ab_service *)payload)->cfg, path, arg, request, out);
+}
+
 static void on_webhook_done(void *payload, int status, double seconds)
 {
 	ab_metrics_webhook(((ab_service *)payload)->metrics, status, seconds);
@@ -727,7 +736,7 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 	struct ab_webhook_options wo = {
 		.listen = cfg->listen, .secret = cfg->webhook_secret, .max_body = (size_t)cfg->webhook_max_body,
 		.on_event = on_event, .metrics = on_metrics, .healthy = on_health, .on_done = on_webhook_done,
-		.payload = svc,
+		.page = on_page, .payload = svc,
 	};
 	if (ab_webhook_start(&svc->webhook, &wo) < 0)
 		goto fail;
@@ -741,7 +750,7 @@ int ab_service_start(ab_service **out, const struct ab_config *cfg, ab_service_e
 		if (ab_fs_write_atomic(path, line) < 0)
 			AB_WARN("service: %s", ab_error_last());
 	}
-	AB_INFO("service: listening on %.*s:%d (POST /webhook, GET /healthz, GET /metrics); %d worker(s); %d job(s) "
+	AB_INFO("service: listening on %.*s:%d (POST /webhook, GET /healthz, /metrics, /runs, /history); %d worker(s); %d job(s) "
 		"recovered",
 		(int)(strrchr(cfg->listen, ':') - cfg->listen), cfg->listen, ab_webhook_port(svc->webhook),
 		svc->worker_count, n);

@@ -137,6 +137,11 @@ static enum MHD_Result handle_webhook(ab_webhook *w, struct MHD_Connection *conn
 	return respond_json(conn, (unsigned)status, reply);
 }
 
+static const char *query_arg(void *request, const char *name)
+{
+	return MHD_lookup_connection_value(request, MHD_GET_ARGUMENT_KIND, name);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
@@ -210,6 +215,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "metrics unavailable\n");
 		enum MHD_Result ret = respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4", text);
 		free(text);
+		return ret;
+	}
+	if (w->opts.page) {
+		struct ab_webhook_page page = { 0 };
+		int status = w->opts.page(w->opts.payload, url, query_arg, conn, &page);
+		if (status < 0 || !page.body) {
+			free(page.body);
+			return respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "internal error\n");
+		}
+		struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(page.body), page.body, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(page.body);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, "Content-Type", page.content_type ? page.content_type : "text/plain");
+		/* The pages need nothing from anywhere: no script, no fetch, inline styles and SVG only. */
+		MHD_add_response_header(resp, "Content-Security-Policy",
+					"default-src 'none'; style-src 'unsafe-inline'; img-src data:");
+		MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+		enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, resp);
+		MHD_destroy_response(resp);
 		return ret;
 	}
 	return respond_json(conn, MHD_HTTP_NOT_FOUND, "{\"error\":\"not found\"}");

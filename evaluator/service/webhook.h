@@ -3,7 +3,8 @@
  * (413 past the cap, without buffering the rest), then X-Hub-Signature-256 (HMAC-SHA256 of the raw
  * body, constant-time compare; 401 when missing or wrong) before anything parses the body, and
  * hands the verified bytes to a callback that only records and enqueues. GET /healthz and
- * GET /metrics are served from callbacks too.
+ * GET /metrics are served from callbacks too, and so is any other GET (the read-only pages,
+ * evaluator/pages.h).
  */
 #ifndef AB_WEBHOOK_H
 #define AB_WEBHOOK_H
@@ -21,6 +22,15 @@ typedef struct ab_webhook ab_webhook;
 typedef int (*ab_webhook_event_fn)(void *payload, const char *event, const char *delivery, const char *body,
 				   size_t len, char *reply, size_t reply_size);
 
+/* Looks up a query-string argument of the request being answered (NULL when absent). */
+typedef const char *(*ab_webhook_arg_fn)(void *request, const char *name);
+
+/* What a page callback answers: a malloc'd body (taken over) and its content type (static). */
+struct ab_webhook_page {
+	char *body;
+	const char *content_type;
+};
+
 struct ab_webhook_options {
 	const char *listen;        /* "127.0.0.1:8080", "[::1]:8080", "0.0.0.0:0" (0: any free port) */
 	const char *secret;        /* webhook secret (required, copied) */
@@ -31,6 +41,9 @@ struct ab_webhook_options {
 	int (*healthy)(void *payload, char *msg, size_t size); /* 0 healthy; NULL: always */
 	/* After every POST /webhook, with the status sent and the handling time. May be NULL. */
 	void (*on_done)(void *payload, int status, double seconds);
+	/* Any other GET/HEAD path (without the query string; arguments through `arg`): fills *out and
+	 * returns the HTTP status, or -1 when it failed (500). NULL: 404 for every other path. */
+	int (*page)(void *payload, const char *path, ab_webhook_arg_fn arg, void *request, struct ab_webhook_page *out);
 	void *payload;
 };
 

@@ -2,13 +2,18 @@
  * test_reports.c - reports/: the result document round trip (build -> dump -> load -> equal, and
  * the re-rendered markdown identical), markdown and terminal content (rows, CI beside every
  * delta, verdict, method, environment, shas), escaping of hostile ref names and reasons, the
- * 65,000-character cap, build-log fences, colour only on request, and load errors on purpose.
+ * 65,000-character cap, build-log fences, colour only on request, load errors on purpose, the HTML
+ * page (structure, escaping, nothing external; 100 series x 1,000 samples under a second) and the
+ * markdown's folded neutral rows from 18 series on.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../guards/check.h"
 #include "../guards/sim.h"
 #include "error.h"
+#include "html.h"
 #include "markdown.h"
 #include "result.h"
 #include "terminal.h"
@@ -400,6 +405,116 @@ static void test_load_errors(void)
 	json_decref(doc);
 }
 
+static size_t count_of(const char *text, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+static void test_html_structure(void)
+{
+	const char *evil_base = "main\"><script>alert(1)</script>";
+	struct fixture f;
+	if (fixture_init(&f, evil_base, "feat/\xff-x", 12, 0) != 0) {
+		CHECK(!"fixture");
+		fixture_free(&f);
+		return;
+	}
+	char *html = NULL;
+	struct ab_html_options o = { .json_href = "/runs/3.json" };
+	CHECK(ab_html_render_run(&html, f.doc, &o) == 0);
+	if (html) {
+		const char *label = json_string_value(json_object_get(json_object_get(f.doc, "verdict"), "label"));
+		char want[128];
+		snprintf(want, sizeof(want), "<span class=\"label\">%s</span>", label);
+		CHECK(strstr(html, want) != NULL);
+		CHECK(strncmp(html, "<!DOCTYPE html>", 15) == 0 && strstr(html, "</html>") != NULL);
+		CHECK(strstr(html, "<script") == NULL);
+		CHECK(strstr(html, "&lt;script&gt;") != NULL);
+		CHECK(strstr(html, "NVIDIA H200 &lt;b&gt;") != NULL);
+		CHECK(strstr(html, "http://") == NULL && strstr(html, "https://") == NULL);
+		CHECK(count_of(html, "class=\"plot forest\"") == 1);
+		CHECK(count_of(html, "<figure class=\"plot series") == 4);       /* one per series */
+		CHECK(count_of(html, "<g class=\"row ") == 4);                   /* one forest row each */
+		CHECK(strstr(html, "small \xc2\xb7 decode tok/s \xc2\xb7 4k") != NULL);
+		CHECK(strstr(html, "big \xc2\xb7 decode tok/s \xc2\xb7 4k") != NULL);
+		CHECK(strstr(html, "href=\"/runs/3.json\"") != NULL);
+		CHECK(strstr(html, "class=\"tier\"") != NULL && strstr(html, "class=\"floor\"") != NULL);
+		CHECK(strstr(html, "stroke-linecap=\"square\"") != NULL);           /* BA pairs drawn */
+		CHECK(strstr(html, "stroke-linecap=\"round\"") != NULL);            /* AB pairs drawn */
+		CHECK(strstr(html, "greedy_agreement") != NULL);
+	}
+	free(html);
+	json_t *empty = json_pack("{s:{s:s, s:s, s:[]}}", "verdict", "label", "eval:infra-error", "reason", "x", "labels");
+	CHECK(ab_html_render_run(&html, empty, NULL) == 0 && html && strstr(html, "No speed metrics"));
+	free(html);
+	json_decref(empty);
+	CHECK(ab_html_render_run(&html, NULL, NULL) == AB_EINVALID);
+	fixture_free(&f);
+}
+
+static void test_html_large(void)
+{
+	/* 100 series, 500 pairs: 1,000 samples per series, 100,000 in all. */
+	struct fixture f;
+	if (fixture_init(&f, "main", "head", 500, 96) != 0) {
+		CHECK(!"fixture");
+		fixture_free(&f);
+		return;
+	}
+	char *html = NULL;
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	CHECK(ab_html_render_run(&html, f.doc, NULL) == 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	if (html) {
+		size_t len = strlen(html);
+		printf("html_large: 100 series x 1000 samples: %zu bytes rendered in %.3f s\n", len, s);
+		CHECK(s < 1.0);
+		CHECK(len < 8u << 20);
+		CHECK(count_of(html, "<figure class=\"plot series") == 100);
+		CHECK(strstr(html, "<details><summary>99 neutral series") != NULL);   /* the decisive row on top */
+		const char *dir = getenv("AB_ARTIFACTS");
+		char path[4096];
+		if (dir && snprintf(path, sizeof(path), "%s/large.html", dir) < (int)sizeof(path)) {
+			FILE *out = fopen(path, "w");
+			CHECK(out && fputs(html, out) >= 0 && fclose(out) == 0);
+		}
+	}
+	free(html);
+	fixture_free(&f);
+}
+
+static void test_md_fold(void)
+{
+	/* 4 + 16 = 20 series, one of them decisive (small decode 4k +12%). */
+	struct fixture f;
+	if (fixture_init(&f, "main", "head", 12, 16) != 0) {
+		CHECK(!"fixture");
+		fixture_free(&f);
+		return;
+	}
+	char *md = NULL;
+	CHECK(ab_markdown_render(&md, f.doc, NULL) == 0);
+	if (md) {
+		const char *fold = strstr(md, "<details><summary>19 neutral series");
+		const char *decisive = strstr(md, "| small | decode tok/s | 4k |");
+		CHECK(fold != NULL);
+		CHECK(decisive != NULL && fold && decisive < fold);
+		CHECK(count_lines_starting(md, "| small |") + count_lines_starting(md, "| big |") == 20);
+	}
+	free(md);
+	fixture_free(&f);
+	/* Under 18 series nothing folds. */
+	CHECK(fixture_init(&f, "main", "head", 12, 0) == 0);
+	CHECK(ab_markdown_render(&md, f.doc, NULL) == 0 && md && strstr(md, "neutral series") == NULL);
+	free(md);
+	fixture_free(&f);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
@@ -408,6 +523,9 @@ int main(int argc, char **argv)
 		{ "size_cap", test_size_cap },
 		{ "build_failure", test_build_failure },
 		{ "load_errors", test_load_errors },
+		{ "html_structure", test_html_structure },
+		{ "html_large", test_html_large },
+		{ "md_fold", test_md_fold },
 	};
 	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

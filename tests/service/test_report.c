@@ -31,7 +31,7 @@ static void comment_marker(void)
 {
 	json_t *res = result_with(2, "eval:L", json_pack("[s]", "eval:L"));
 	struct ab_report_target t = { "o/r", 7, SHA, "main", "abgate:o/r#7@x/0" };
-	struct ab_report rep = { "pass", res, NULL, 1 };
+	struct ab_report rep = { "pass", res, NULL, 1, NULL };
 	char *body = NULL, *summary = NULL, title[256];
 
 	CHECK(ab_report_comment_body(&body, &t, &rep) == 0);
@@ -48,7 +48,7 @@ static void comment_marker(void)
 	json_decref(res);
 
 	/* No result (the worker died every time): still a clear comment, an infra label, no blame. */
-	struct ab_report ex = { "exhausted", NULL, "The evaluation was started 3 times.", 1 };
+	struct ab_report ex = { "exhausted", NULL, "The evaluation was started 3 times.", 1, NULL };
 	CHECK(ab_report_comment_body(&body, &t, &ex) == 0);
 	CHECK_STR_HAS(body, "eval:infra-error");
 	CHECK_STR_HAS(body, "/eval rerun");
@@ -59,7 +59,7 @@ static void caps(void)
 {
 	json_t *res = result_with(3000, "eval:M", json_pack("[s]", "eval:M"));
 	struct ab_report_target t = { "o/r", 7, SHA, "main", "x" };
-	struct ab_report rep = { "pass", res, NULL, 1 };
+	struct ab_report rep = { "pass", res, NULL, 1, NULL };
 	char *body = NULL, *summary = NULL;
 
 	CHECK(ab_report_comment_body(&body, &t, &rep) == 0);
@@ -80,7 +80,7 @@ static void labels(void)
 	json_t *res = result_with(1, "eval:REJECT",
 				  json_pack("[ssssss]", "eval:REJECT", "regression-512", "eval-tiny:REJECT", "bug", "ready",
 					    "harness-touched"));
-	struct ab_report rep = { "reject", res, NULL, 1 };
+	struct ab_report rep = { "reject", res, NULL, 1, NULL };
 	json_t *l = ab_report_labels(&rep);
 	CHECK_EQ(json_array_size(l), 4);  /* a result can never make us add (or remove) a human's label */
 	CHECK_STR(json_string_value(json_array_get(l, 0)), "eval:REJECT");
@@ -88,12 +88,12 @@ static void labels(void)
 	json_decref(l);
 	json_decref(res);
 
-	struct ab_report infra = { "infra", NULL, NULL, 1 };
+	struct ab_report infra = { "infra", NULL, NULL, 1, NULL };
 	l = ab_report_labels(&infra);
 	CHECK_EQ(json_array_size(l), 1);
 	CHECK_STR(json_string_value(json_array_get(l, 0)), "eval:infra-error");
 	json_decref(l);
-	struct ab_report cancel = { "superseded", NULL, NULL, 1 };
+	struct ab_report cancel = { "superseded", NULL, NULL, 1, NULL };
 	l = ab_report_labels(&cancel);
 	CHECK_EQ(json_array_size(l), 0);
 	json_decref(l);
@@ -126,7 +126,7 @@ static void utf8(void)
 		n += (size_t)sprintf(reason + n, "\xe2\x80\xa6");
 	json_t *res = result_with(1, "eval:M", json_pack("[s]", "eval:M"));
 	json_object_set_new(json_object_get(res, "verdict"), "reason", json_string(reason));
-	struct ab_report rep = { "pass", res, NULL, 1 };
+	struct ab_report rep = { "pass", res, NULL, 1, NULL };
 	ab_report_title(description, sizeof(description), &rep);
 	CHECK(strlen(description) <= 140);
 	json_t *s = json_string(description);
@@ -139,7 +139,7 @@ static void utf8(void)
 	json_decref(res);
 
 	/* A note (the evaluation's error) with invalid bytes, markdown and a mention: escaped, valid. */
-	struct ab_report bad = { "infra", NULL, "build failed in /tmp/\xff\xfe\x80 for @alice <b>x</b>", 1 };
+	struct ab_report bad = { "infra", NULL, "build failed in /tmp/\xff\xfe\x80 for @alice <b>x</b>", 1, NULL };
 	char *body = NULL, *summary = NULL;
 	CHECK(ab_report_comment_body(&body, &t, &bad) == 0);
 	CHECK(ab_report_summary(&summary, &t, &bad) == 0);
