@@ -28,7 +28,7 @@ struct ab_html_options {
 int ab_html_render_run(char **out, const json_t *result, const struct ab_html_options *opts);
 
 /*
- * The history page from a document built by the service (evaluator/pages.c):
+ * The history page from a document built by the service (evaluator/service/pages.c):
  *   {repo, suite, base, evaluations: [{id, created_at, base_sha, label}],
  *    series: [{model, metric, ctx, points: [{eval, median, lo, hi, n}]}]}
  * (`eval` indexes evaluations, oldest first). One plot per series: the base side's median with its

@@ -4,7 +4,7 @@
  * body, constant-time compare; 401 when missing or wrong) before anything parses the body, and
  * hands the verified bytes to a callback that only records and enqueues. GET /healthz and
  * GET /metrics are served from callbacks too, and so is any other GET (the read-only pages,
- * evaluator/pages.h).
+ * evaluator/service/pages.h).
  */
 #ifndef AB_WEBHOOK_H
 #define AB_WEBHOOK_H
