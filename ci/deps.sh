@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ci/deps.sh - installs what building and testing abgate + ember needs on a Debian 12 machine,
-# skipping anything already present. Sourced by ci/test.sh and ci/demo.sh; safe to run twice.
+# skipping anything already present. bubblewrap sandboxes PR builds and SUTs (evaluator/sandbox.h). Sourced by ci/test.sh and ci/demo.sh; safe to run twice.
 set -euo pipefail
 
 ab_deps_packages="build-essential cmake pkg-config git jq curl openssl
   libgit2-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev libssl-dev
-  python3-numpy"
+  python3-numpy bubblewrap"
 
 ab_deps_missing() {
   local missing="" p
