@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # ci/deps.sh - installs what building and testing abgate + ember needs on a Debian 12 machine,
-# skipping anything already present (chromium: the headless browser test of the HTML pages).
+# skipping anything already present (chromium: the headless browser test of the HTML pages;
+# bubblewrap: the sandbox of PR builds and SUTs, evaluator/pipeline/sandbox.h).
 # Sourced by ci/test.sh and ci/demo.sh; safe to run twice.
 set -euo pipefail
 
 ab_deps_packages="build-essential cmake pkg-config git jq curl openssl
   libgit2-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev libssl-dev
-  python3-numpy chromium"
+  python3-numpy chromium bubblewrap"
 
 ab_deps_missing() {
   local missing="" p

@@ -19,7 +19,9 @@
 #include "html.h"
 #include "log.h"
 #include "markdown.h"
+#include "config.h"
 #include "result.h"
+#include "sandbox_config.h"
 #include "store.h"
 #include "terminal.h"
 
@@ -53,7 +55,9 @@ static void eval_usage(FILE *f)
 {
 	fputs("usage: abgate eval --repo PATH|URL --base REF --head REF [--suite FILE] [--state DIR]\n"
 	      "                   [--json FILE] [--markdown FILE] [--pairs-min N] [--pairs-max N]\n"
-	      "                   [--seed N] [--jobs N] [--quiet]\n"
+	      "                   [--seed N] [--jobs N] [--quiet] [--config FILE] [--no-sandbox]\n"
+	      "  --config FILE   use the config's `sandbox` object (limits, network steps, paths)\n"
+	      "  --no-sandbox    run the PR's build and SUT with abgate's own rights (shown in every report)\n"
 	      "       abgate eval --pr N [--config FILE] [--post | --dry-run] ...   (see abgate help)\n"
 	      "Exit status: 0 verdict without REJECT, 1 eval:REJECT, 2 usage or configuration error,\n"
 	      "3 eval:infra-error, 4 canceled.\n", f);
@@ -68,9 +72,13 @@ int ab_cmd_eval(int argc, char **argv)
 		{ "markdown", required_argument, 0, 'm' }, { "pairs-min", required_argument, 0, 'p' },
 		{ "pairs-max", required_argument, 0, 'P' }, { "seed", required_argument, 0, 'e' },
 		{ "jobs", required_argument, 0, 'J' }, { "quiet", no_argument, 0, 'q' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
+		{ "help", no_argument, 0, 'h' }, { "no-sandbox", no_argument, 0, 'N' },
+		{ "config", required_argument, 0, 'C' }, { 0, 0, 0, 0 }
 	};
 	struct ab_eval_options o = { .trigger = "cli" };
+	struct ab_config *cfg = NULL;
+	const char *config_path = NULL;
+	int no_sandbox = 0;
 	const char *json_path = NULL, *md_path = NULL;
 	json_t *result = NULL;
 	int64_t id = 0;
@@ -106,6 +114,8 @@ int ab_cmd_eval(int argc, char **argv)
 			break;
 		}
 		case 'q': o.quiet = 1; break;
+		case 'N': no_sandbox = 1; break;
+		case 'C': config_path = optarg; break;
 		case 'h': eval_usage(stdout); return 0;
 		default: eval_usage(stderr); return AB_EVAL_USAGE;
 		}
@@ -123,7 +133,22 @@ int ab_cmd_eval(int argc, char **argv)
 		return AB_EVAL_USAGE;
 	}
 
+	struct ab_sandbox_config sandbox;
+	if (config_path) {
+		if (ab_config_load(&cfg, config_path) < 0) {
+			fprintf(stderr, "abgate: %s\n", ab_error_last());
+			return AB_EVAL_USAGE;
+		}
+		sandbox = cfg->sandbox;
+	} else {
+		ab_sandbox_config_defaults(&sandbox);
+	}
+	if (no_sandbox)
+		sandbox.enabled = 0;
+	o.sandbox = &sandbox;
 	int status = ab_eval_run(&result, &id, &o);
+	ab_config_free(cfg);
+	cfg = NULL;
 	if (result == NULL) {
 		fprintf(stderr, "abgate: %s: %s\n", status == AB_EVAL_USAGE ? "error" : "infra-error",
 			ab_error_last());

@@ -68,6 +68,11 @@ static void render_head(struct ab_text *t, const json_t *doc)
 		ab_text_md(t, json_string_value(note), REASON_MAX);
 		ab_text_puts(t, "\n\n");
 	}
+	/* Unsandboxed PR code (issue 17) is shown in every report that comes from such a run. */
+	const json_t *sandbox = json_object_get(json_object_get(doc, "environment"), "sandbox");
+	if (json_is_false(json_object_get(sandbox, "enabled")))
+		ab_text_puts(t, "> **Warning:** the PR's build and SUT ran **unsandboxed** (`--no-sandbox` / "
+			"`\"sandbox\": {\"enabled\": false}`): with abgate's own rights.\n\n");
 	side_line(t, "head", json_object_get(doc, "head"));
 	ab_text_puts(t, " vs ");
 	side_line(t, "base", json_object_get(doc, "base"));

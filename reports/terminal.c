@@ -176,6 +176,9 @@ int ab_terminal_render(char **out, const json_t *result, int color)
 		ab_text_plain(&t, json_string_value(v), 600);
 		ab_text_puts(&t, "\n");
 	}
+	const json_t *sandbox = json_object_get(json_object_get(result, "environment"), "sandbox");
+	if (json_is_false(json_object_get(sandbox, "enabled")))
+		ab_text_puts(&t, "  warning: the PR's build and SUT ran UNSANDBOXED (--no-sandbox), with abgate's rights\n");
 	ab_text_puts(&t, "  labels:");
 	json_array_foreach(json_object_get(verdict, "labels"), i, v) {
 		ab_text_puts(&t, " ");

@@ -10,21 +10,25 @@
 #include "error.h"
 #include "fs.h"
 #include "log.h"
+#include "sandbox.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MARKER_NAME ".abgate-build-ok"
+#define MARKER_NAME ".ok"
 #define DEFAULT_TIMEOUT_S 1800
 #define LOG_TAIL_BYTES 8192
 #define PLACEHOLDER_MAX 32
@@ -172,7 +176,7 @@ void ab_build_result_clear(struct ab_build_result *r)
 static int write_marker(const char *build_dir, const char *key, double duration_s)
 {
 	char path[PATH_MAX + 64], text[256];
-	snprintf(path, sizeof(path), "%s/" MARKER_NAME, build_dir);
+	snprintf(path, sizeof(path), "%s" MARKER_NAME, build_dir);
 	snprintf(text, sizeof(text), "{\"key\":\"%s\",\"duration_s\":%.3f,\"finished_unix\":%lld}\n", key,
 		duration_s, (long long)time(NULL));
 	return ab_fs_write_atomic(path, text) < 0 ? AB_ERROR : 0;
@@ -203,17 +207,56 @@ const char *ab_build_state_name(enum ab_build_state state)
 	return "unknown";
 }
 
+static int64_t du_bytes;
+static int du_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path; (void)flag; (void)ftw;
+	du_bytes += (int64_t)st->st_blocks * 512;
+	return 0;
+}
+
+/* Disk used under dir (not following links). Single-threaded use only (nftw has no payload). */
+static int64_t dir_bytes(const char *dir)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
+	du_bytes = 0;
+	nftw(dir, du_entry, 32, FTW_PHYS | FTW_MOUNT);
+	int64_t n = du_bytes;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
 /* Runs one step with its own timeout; fills state/reason/status on failure. Returns 0 if it passed. */
 static int run_step(struct ab_build_result *res, const char *step, const char *const *templ,
-	char **env, const struct ab_subst *vars, size_t n_vars, const char *cwd, int timeout_s)
+	char **env, const struct ab_subst *vars, size_t n_vars, const char *cwd, int timeout_s,
+	const struct ab_build_request *rq)
 {
-	char **argv = NULL, desc[96];
+	char **argv = NULL, **boxed = NULL, desc[96];
 	struct ab_proc_status st;
+	struct stat log_st;
 	int error;
 
 	if ((error = ab_build_subst_argv(&argv, templ, vars, n_vars)) < 0)
 		return error;
 	AB_INFO("build: %s (%s)", step, argv[0]);
+	const struct ab_sandbox_config *sb = rq->sandbox && rq->sandbox->enabled ? rq->sandbox : NULL;
+	if (sb) {
+		const char *rw[] = { res->build_dir, NULL };
+		const char *ro[] = { rq->src_dir, rq->model, NULL };
+		const struct ab_sandbox_step ss = { .name = step, .cwd = cwd, .rw = rw, .ro = ro,
+			.env = (const char *const *)env };
+		if (ab_sandbox_wrap(&boxed, sb, &ss, (const char *const *)argv) < 0) {
+			res->state = AB_BUILD_STATE_NOT_STARTED;
+			snprintf(res->reason, sizeof(res->reason), "%s: %s", step, ab_error_last());
+			ab_build_argv_free(argv);
+			return 1;
+		}
+		ab_build_argv_free(argv);
+		argv = boxed;
+		env = NULL;   /* set inside by bwrap after --clearenv */
+	}
+	off_t log_start = stat(res->log_path, &log_st) == 0 ? log_st.st_size : 0;
 	if (ab_proc_run(&st, (const char *const *)argv, (const char *const *)env, cwd, res->log_path,
 		(int64_t)timeout_s * 1000) < 0) {
 		res->state = AB_BUILD_STATE_NOT_STARTED;
@@ -230,9 +273,34 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 		return 1;
 	}
 	if (!ab_proc_status_ok(&st)) {
+		char *out = NULL;
+		/* bubblewrap's own failure (exit 1 before the command ran) is the box's, not the PR's. */
+		if (sb && st.exited && st.exit_code == 1 && ab_fs_tail(&out, res->log_path, 4096, log_start) == 0 &&
+		    ab_sandbox_start_failed(out)) {
+			char *msg = strstr(out, "bwrap: "), *nl = msg ? strchr(msg, '\n') : NULL;
+			if (nl)
+				*nl = '\0';
+			res->state = AB_BUILD_STATE_NOT_STARTED;
+			snprintf(res->reason, sizeof(res->reason), "%s: sandbox: %s", step, msg ? msg : "bwrap failed");
+			free(out);
+			return 1;
+		}
+		free(out);
 		res->state = st.signaled ? AB_BUILD_STATE_KILLED : AB_BUILD_STATE_FAILED;
+		/* SIGXFSZ / SIGXCPU come from the sandbox's limits: what the PR's build did, not the box. */
+		if (sb && st.signaled && (st.signal_number == SIGXFSZ || st.signal_number == SIGXCPU))
+			res->state = AB_BUILD_STATE_FAILED;
 		snprintf(res->reason, sizeof(res->reason), "%s: %s", step, ab_proc_status_describe(desc, sizeof(desc), &st));
 		return 1;
+	}
+	if (sb && sb->build.disk_mb > 0) {
+		int64_t used = dir_bytes(res->build_dir);
+		if (used > (sb->build.disk_mb << 20)) {
+			res->state = AB_BUILD_STATE_FAILED;
+			snprintf(res->reason, sizeof(res->reason), "%s: the build dir holds %lld MiB, over the sandbox's %lld",
+				step, (long long)(used >> 20), (long long)sb->build.disk_mb);
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -263,11 +331,12 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 		ab_error_set("out of memory");
 		goto cleanup;
 	}
-	snprintf(marker, sizeof(marker), "%s/" MARKER_NAME, res.build_dir);
+	/* Next to the build dir, not in it: a step can write its own dir, and must not forge success. */
+	snprintf(marker, sizeof(marker), "%s" MARKER_NAME, res.build_dir);
 	snprintf(lock_path, sizeof(lock_path), "%s.lock", res.build_dir);
 	const char *side = rq->side ? rq->side : "build";
 	if (rq->log_path ? !(res.log_path = strdup(rq->log_path))
-	    : asprintf(&res.log_path, "%s/%s.log", res.build_dir, side) < 0) {
+	    : asprintf(&res.log_path, "%s.%s.log", res.build_dir, side) < 0) {
 		res.log_path = NULL;
 		ab_error_set("out of memory");
 		goto cleanup;
@@ -302,9 +371,9 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 	int timeout_s = rq->timeout_s > 0 ? rq->timeout_s : DEFAULT_TIMEOUT_S;
 	int r = 0;
 	if (rq->configure)
-		r = run_step(&res, "configure", rq->configure, env, vars, n_vars, res.build_dir, timeout_s);
+		r = run_step(&res, "configure", rq->configure, env, vars, n_vars, res.build_dir, timeout_s, rq);
 	if (r == 0)
-		r = run_step(&res, "build", rq->build, env, vars, n_vars, res.build_dir, timeout_s);
+		r = run_step(&res, "build", rq->build, env, vars, n_vars, res.build_dir, timeout_s, rq);
 	if (r < 0) {
 		error = r;
 		goto cleanup;
@@ -315,7 +384,12 @@ int ab_build_run(struct ab_build_result *out, const struct ab_build_request *rq)
 			goto cleanup;
 		AB_INFO("build: %s done in %.1f s", side, res.duration_s);
 	} else {
+		/* A step may have written the marker itself: a failed tree must never be "reused". */
+		unlink(marker);
 		AB_WARN("build: %s failed: %s", side, res.reason);
+		if (res.state != AB_BUILD_STATE_OK && rq->sandbox && rq->sandbox->enabled && rq->sandbox->build.disk_mb > 0 &&
+		    dir_bytes(res.build_dir) > (rq->sandbox->build.disk_mb << 20))
+			ab_fs_rmtree(res.build_dir);   /* do not keep a disk-filling build around until the retry */
 	}
 	if (ab_fs_tail(&res.log_tail, res.log_path, LOG_TAIL_BYTES, 0) < 0 && !(res.log_tail = strdup("")))
 		goto oom;

@@ -13,6 +13,8 @@
 
 #include "proc.h"
 
+struct ab_sandbox_config;
+
 /* One placeholder: `name` without braces ("src"); value NULL = known but unavailable here. */
 struct ab_subst {
 	const char *name;
@@ -59,7 +61,12 @@ struct ab_build_request {
 	int jobs;                          /* {jobs}; <= 0: online CPUs */
 	const char *model;                 /* {model}; NULL: using it is an error */
 	const char *key_salt;              /* extra text mixed into the key (e.g. the compiler id); may be NULL */
-	const char *log_path;              /* NULL: <state>/builds/<key>/<side>.log */
+	const char *log_path;              /* NULL: <state>/builds/<key>.<side>.log (outside the build dir,
+	                                    * which the build can write: it must not be able to swap the
+	                                    * log abgate appends to and reads back for a link) */
+	const struct ab_sandbox_config *sandbox;  /* NULL or enabled = 0: steps run unsandboxed; else every
+	                                    * step runs in bubblewrap (sandbox.h) seeing {src} and {model}
+	                                    * read-only and {build} writable, nothing else of the state dir */
 };
 
 struct ab_build_result {
@@ -71,7 +78,9 @@ struct ab_build_result {
 	char *log_path;              /* owned */
 	char *log_tail;              /* last ~8 KiB of the log ("" when reused); owned */
 	char reason[256];            /* "" when ok; "configure: exit code 2", "build: killed after timeout (600 s)",
-	                              * "build: command not found: cmake", "build: signal 9 (SIGKILL)" */
+	                              * "build: command not found: cmake", "build: signal 9 (SIGKILL)",
+	                              * "build: sandbox: bwrap: ..." (NOT_STARTED: the box, not the PR),
+	                              * "build: the build dir holds 70000 MiB, over the sandbox's 65536" (FAILED) */
 	struct ab_proc_status status;  /* of the step that ended the build */
 };
 

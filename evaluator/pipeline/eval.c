@@ -26,6 +26,7 @@
 #include "models.h"
 #include "proc.h"
 #include "repo.h"
+#include "sandbox.h"
 #include "spec.h"
 #include "result.h"
 #include "speed.h"
@@ -66,6 +67,8 @@ struct eval {
 	struct ab_gate_result spec_exact[AB_SUITE_MODELS_MAX]; /* spec_exact gate per model with a draft */
 	size_t n_spec_exact;
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
+	struct ab_sandbox_config sandbox;  /* options' or the defaults (strings borrowed) */
+	char sandbox_version[64];        /* "bubblewrap 0.8.0" once probed */
 	struct ab_result_timing timing;
 	int64_t t0;
 };
@@ -204,6 +207,7 @@ static int checkout_and_build(struct eval *E)
 			.build = (const char *const *)E->suite->build.argv,
 			.timeout_s = E->suite->build_timeout_s,
 			.jobs = E->jobs,
+			.sandbox = &E->sandbox,
 		};
 		EVAL_INFO(E, "building %s (tree %.12s)", name, E->side[s].tree);
 		if (ab_build_run(&E->build[s], &rq) < 0)
@@ -285,6 +289,24 @@ static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***e
 	out->argv = (const char *const *)*argv_store;
 	out->env = (const char *const *)*env_store;
 	out->cwd = E->src[side];
+	if (!E->sandbox.enabled)
+		return 0;
+	/* The SUT sees its own side's tree and build and the model files, all read-only; the suite's
+	 * env is set inside (after --clearenv), so the process gets nothing of abgate's environment. */
+	const char *ro[] = { E->src[side], E->build[side].build_dir, model_path, draft_path, NULL };
+	if (draft_path == NULL)
+		ro[3] = NULL;
+	const struct ab_sandbox_step step = { .name = "sut", .cwd = E->src[side], .ro = ro,
+		.env = out->env, .run = 1 };
+	char **boxed = NULL;
+	if (ab_sandbox_wrap(&boxed, &E->sandbox, &step, out->argv) < 0)
+		return -1;
+	ab_build_argv_free(*argv_store);
+	ab_build_argv_free(*env_store);
+	*env_store = NULL;
+	*argv_store = boxed;
+	out->argv = (const char *const *)boxed;
+	out->env = NULL;
 	return 0;
 }
 
@@ -433,6 +455,22 @@ static json_t *environment(struct eval *E)
 		json_object_set_new(env, "runs", runs);
 	}
 	json_object_set_new(env, "jobs", json_integer(E->jobs));
+	json_t *sb = json_pack("{s:b}", "enabled", E->sandbox.enabled);
+	if (sb && E->sandbox.enabled) {
+		json_t *net = json_array();
+		for (size_t i = 0; net && i < E->sandbox.network_count; i++)
+			json_array_append_new(net, json_string(E->sandbox.network[i]));
+		json_object_set_new(sb, "bwrap", json_string(E->sandbox_version));
+		json_object_set_new(sb, "network_steps", net ? net : json_array());
+		json_object_set_new(sb, "build", json_pack("{s:i, s:I, s:I, s:I}", "nproc", E->sandbox.build.nproc,
+			"mem_mb", (json_int_t)E->sandbox.build.mem_mb, "fsize_mb", (json_int_t)E->sandbox.build.fsize_mb,
+			"cpu_s", (json_int_t)E->sandbox.build.cpu_s));
+		json_object_set_new(sb, "run", json_pack("{s:i, s:I, s:I, s:I}", "nproc", E->sandbox.run.nproc,
+			"mem_mb", (json_int_t)E->sandbox.run.mem_mb, "fsize_mb", (json_int_t)E->sandbox.run.fsize_mb,
+			"cpu_s", (json_int_t)E->sandbox.run.cpu_s));
+	}
+	if (sb)
+		json_object_set_new(env, "sandbox", sb);
 	return env;
 }
 
@@ -614,6 +652,20 @@ static int begin_store(struct eval *E)
 	return ab_store_eval_begin(&E->id, E->store, &info);
 }
 
+/* Says whether PR code is sandboxed; a sandbox that cannot start is the box's failure (infra). */
+static int sandbox_check(struct eval *E)
+{
+	if (!E->sandbox.enabled) {
+		AB_WARN("sandbox: OFF - the PR's build and SUT run with abgate's own rights (--no-sandbox)");
+		return 0;
+	}
+	if (ab_sandbox_probe(&E->sandbox, E->sandbox_version, sizeof(E->sandbox_version)) < 0)
+		return -1;
+	AB_INFO("sandbox: on (%s; no network%s%s)", E->sandbox_version[0] ? E->sandbox_version : "bwrap",
+		E->sandbox.network_count ? " except " : "", E->sandbox.network_count ? E->sandbox.network[0] : "");
+	return 0;
+}
+
 static int canceled(const struct eval *E)
 {
 	return E->o->should_cancel && E->o->should_cancel(E->o->cancel_payload);
@@ -654,6 +706,10 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 	}
 	E.o = opts;
 	E.t0 = ab_proc_now_ns();
+	if (opts->sandbox)
+		E.sandbox = *opts->sandbox;
+	else
+		ab_sandbox_config_defaults(&E.sandbox);
 	E.timing.build_s = E.timing.models_s = E.timing.measure_s = E.timing.accuracy_s = NAN;
 	E.seed = opts->has_seed ? opts->seed : fresh_seed();
 	E.jobs = opts->jobs > 0 ? opts->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -681,6 +737,11 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 
 	if (canceled(&E))
 		goto cancel;
+	if (sandbox_check(&E) < 0) {
+		snprintf(E.infra, sizeof(E.infra), "%s", ab_error_last());
+		status = conclude(out_result, &E);
+		goto done;
+	}
 	if (checkout_and_build(&E) < 0) {
 		snprintf(E.infra, sizeof(E.infra), "%s", ab_error_last());
 		status = conclude(out_result, &E);
@@ -696,7 +757,7 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 	struct ab_models_request mrq = {
 		.suite = E.suite, .state_dir = E.state_dir, .build_dir = E.build[0].build_dir,
 		.src_dir = E.src[0], .jobs = E.jobs, .timeout_s = E.suite->build_timeout_s,
-		.store = E.store, .quiet = opts->quiet,
+		.store = E.store, .quiet = opts->quiet, .sandbox = &E.sandbox,
 	};
 	if ((rc = ab_models_prepare(&E.model_paths, &E.draft_paths, &E.timing.models_s, &mrq)) < 0) {
 		if (rc == AB_EINVALID) {

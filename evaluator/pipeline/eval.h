@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <jansson.h>
 
+struct ab_sandbox_config;
+
 /* How an evaluation ended; also the `abgate eval` exit status. */
 enum ab_eval_status {
 	AB_EVAL_PASS = 0,        /* a verdict without REJECT: a tier or eval:none */
@@ -32,6 +34,10 @@ struct ab_eval_options {
 	int jobs;                  /* build parallelism for {jobs}; 0: online cores */
 	int quiet;                 /* no progress lines on stderr */
 	const char *trigger;       /* free text stored with the evaluation ("cli", "webhook pr#7") */
+	/* How PR code is confined (sandbox.h). NULL: the defaults, sandbox on. Running unsandboxed takes
+	 * an explicit enabled = 0 and is recorded in environment.sandbox of the result. A sandbox that
+	 * cannot start here ends the evaluation as eval:infra-error with bwrap's reason. */
+	const struct ab_sandbox_config *sandbox;
 
 	/* Polled at safe points (between steps and pairs). Returning nonzero stops the evaluation with
 	 * AB_EVAL_CANCELED; the partial evaluation is stored as canceled. May be NULL. */

@@ -3,6 +3,7 @@
  * verify sha256 with a cache keyed by path, size and mtime.
  */
 #include "models.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,11 +108,24 @@ struct artifact {
 
 static int generate(const struct ab_models_request *rq, const struct artifact *m, const char *path)
 {
-	char tmp[4096], jobs[16], log_dir[4096], log_path[4200], **argv = NULL, *tail = NULL;
+	char tmp[4096], tmp_dir[4096], jobs[16], log_dir[4096], log_path[4200], **argv = NULL, *tail = NULL;
+	char **boxed = NULL;
 	struct ab_proc_status st;
 	int error = -1;
+	const struct ab_sandbox_config *sb = rq->sandbox && rq->sandbox->enabled ? rq->sandbox : NULL;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());   /* under the model's lock */
+	tmp_dir[0] = '\0';
+	if (sb) {
+		/* The generator sees one private, empty directory for its output (not the models dir). */
+		const char *base = strrchr(path, '/');
+		snprintf(tmp_dir, sizeof(tmp_dir), "%.*s/.gen.%ld", (int)(base - path), path, (long)getpid());
+		ab_fs_rmtree(tmp_dir);
+		if (ab_fs_mkdirs(tmp_dir) < 0)
+			return -1;
+		snprintf(tmp, sizeof(tmp), "%s%s", tmp_dir, base);
+	} else {
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());   /* under the model's lock */
+	}
 	snprintf(jobs, sizeof(jobs), "%d", rq->jobs > 0 ? rq->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN));
 	snprintf(log_dir, sizeof(log_dir), "%s/logs", rq->state_dir);
 	snprintf(log_path, sizeof(log_path), "%s/generate-%s%s.log", log_dir, m->name,
@@ -131,6 +145,15 @@ static int generate(const struct ab_models_request *rq, const struct artifact *m
 	if (!rq->quiet)
 		AB_INFO("generating %s %s -> %s", m->what, m->name, path);
 	unlink(tmp);
+	if (sb) {
+		const char *rw[] = { tmp_dir, NULL };
+		const char *ro[] = { rq->src_dir, rq->build_dir, is_draft ? m->model_path : NULL, NULL };
+		const struct ab_sandbox_step ss = { .name = "generate", .cwd = rq->src_dir, .rw = rw, .ro = ro };
+		if (ab_sandbox_wrap(&boxed, sb, &ss, (const char *const *)argv) < 0)
+			goto cleanup;
+		ab_build_argv_free(argv);
+		argv = boxed;
+	}
 	if (ab_proc_run(&st, (const char *const *)argv, NULL, rq->src_dir, log_path,
 	                (int64_t)(rq->timeout_s > 0 ? rq->timeout_s : 1800) * 1000) < 0)
 		goto cleanup;
@@ -139,6 +162,12 @@ static int generate(const struct ab_models_request *rq, const struct artifact *m
 		ab_fs_tail(&tail, log_path, 2048, 0);
 		ab_error_set("generating %s %s failed (%s); log %s:\n%s", m->what, m->name,
 			ab_proc_status_describe(how, sizeof(how), &st), log_path, tail ? tail : "");
+		goto cleanup;
+	}
+	struct stat tmp_st;
+	if (sb && (lstat(tmp, &tmp_st) != 0 || !S_ISREG(tmp_st.st_mode))) {
+		ab_error_set("generating %s %s: the output at {%s} is missing or not a regular file", m->what,
+			m->name, is_draft ? "draft" : "model");
 		goto cleanup;
 	}
 	if (access(tmp, R_OK) != 0) {
@@ -154,6 +183,8 @@ static int generate(const struct ab_models_request *rq, const struct artifact *m
 cleanup:
 	if (error < 0)
 		unlink(tmp);
+	if (tmp_dir[0])
+		ab_fs_rmtree(tmp_dir);
 	free(tail);
 	ab_build_argv_free(argv);
 	return error;

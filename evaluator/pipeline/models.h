@@ -11,6 +11,8 @@
 #include "store.h"
 #include "suite.h"
 
+struct ab_sandbox_config;
+
 struct ab_models_request {
 	const struct ab_suite *suite;
 	const char *state_dir;
@@ -20,6 +22,9 @@ struct ab_models_request {
 	int timeout_s;              /* per generate command */
 	ab_store *store;            /* verification cache; may be NULL */
 	int quiet;
+	const struct ab_sandbox_config *sandbox;  /* NULL / disabled: unsandboxed; else each generator runs in
+	                            * bubblewrap seeing {src} {build} {model} read-only and only a private
+	                            * directory for its output, which abgate then moves into place */
 };
 
 /*

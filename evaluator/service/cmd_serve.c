@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "sandbox.h"
 #include "error.h"
 #include "github.h"
 #include "log.h"
@@ -100,6 +101,15 @@ int ab_cmd_serve_with(int argc, char **argv, ab_service_eval_fn eval)
 		ab_config_free(cfg);
 		return 2;
 	}
+	/* Whether PR code is confined, said once at start (each evaluation checks again). */
+	char bwrap_version[64];
+	if (!cfg->sandbox.enabled)
+		AB_WARN("serve: sandbox OFF (\"sandbox\": {\"enabled\": false}): PR builds and SUTs run with abgate's rights");
+	else if (ab_sandbox_probe(&cfg->sandbox, bwrap_version, sizeof(bwrap_version)) < 0)
+		AB_WARN("serve: sandbox on, but it cannot start here: every evaluation will end as infra-error: %s",
+			ab_error_last());
+	else
+		AB_INFO("serve: sandbox on (%s)", bwrap_version);
 	/* Every thread inherits the blocked set; only sigwait below sees SIGINT/SIGTERM. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
@@ -257,7 +267,8 @@ int ab_cmd_eval_pr_with(int argc, char **argv, ab_service_eval_fn eval)
 	struct ab_eval_options opts = { .repo = git_url, .base_ref = base, .head_ref = head_ref, .suite_path = suite,
 					.state_dir = state ? state : cfg->state_dir, .pairs_min = pairs_min ? pairs_min : rc ? rc->pairs_min : 0,
 					.pairs_max = pairs_max ? pairs_max : rc ? rc->pairs_max : 0, .has_seed = has_seed,
-					.seed = seed, .jobs = cfg->jobs, .quiet = quiet, .trigger = trigger };
+					.seed = seed, .jobs = cfg->jobs, .quiet = quiet, .trigger = trigger,
+					.sandbox = &cfg->sandbox };
 	int64_t eval_id = 0;
 	status = eval(&result, &eval_id, &opts);
 	if (status == AB_EVAL_USAGE && !result) {

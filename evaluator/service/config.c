@@ -21,6 +21,7 @@
 
 #include "error.h"
 #include "text.h"
+#include "sandbox_config.h"
 #include "log.h"
 
 #define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
@@ -292,6 +293,11 @@ static int parse_section(struct ab_config *cfg, enum key_section section, struct
 			continue;
 		if ((section == S_TOP || section == S_REPO) && !strcmp(key, "policies")) {
 			if (parse_policies(cfg, repo, value, path, "") < 0)
+				return -1;
+			continue;
+		}
+		if (section == S_TOP && !strcmp(key, "sandbox")) {
+			if (ab_sandbox_config_parse(&cfg->sandbox, value) < 0)
 				return -1;
 			continue;
 		}
@@ -583,6 +589,8 @@ int ab_config_load(struct ab_config **out, const char *path)
 	for (k = 0; k < KEY_COUNT; k++)
 		if (key_table[k].section != S_REPO && set_default(section_base(cfg, key_table[k].section, NULL), &key_table[k]) < 0)
 			goto cleanup;
+	if (ab_sandbox_config_init(&cfg->sandbox) < 0)
+		goto cleanup;
 	if (path) {
 		struct stat st;
 		if (stat(path, &st) < 0) {
@@ -647,6 +655,7 @@ void ab_config_free(struct ab_config *cfg)
 	free_section(&cfg->policies, S_POLICY);
 	free_section(cfg, S_TOP);
 	free_section(&cfg->github, S_GITHUB);
+	ab_sandbox_config_clear(&cfg->sandbox);
 	free(cfg->webhook_secret_source);
 	free(cfg->github.token_source);
 	free(cfg->path);
@@ -752,6 +761,7 @@ int ab_config_describe(char **out, const struct ab_config *cfg)
 		else if (d->section == S_POLICY)
 			describe_value(&t, (void *)&cfg->policies, d, "policies.", NULL);
 	}
+	ab_sandbox_config_describe(&t, &cfg->sandbox);
 	ab_text_printf(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
 				       : cfg->github.app_id ? "GitHub App (check runs)"
 							    : "none: posts are written to github.output_dir");
@@ -786,5 +796,6 @@ int ab_config_table_markdown(char **out)
 		ab_text_printf(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
 			 d->dflt ? d->dflt : "—", d->dflt ? "`" : "", d->meaning);
 	}
+	ab_sandbox_config_table(&t);
 	return text_finish(out, &t);
 }

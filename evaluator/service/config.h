@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sandbox.h"
+
 /*
  * PR lifecycle policies (guards/policy.h decides): top-level `policies`, overridable key by key in
  * `repos[].policies`. Every rule is off when its count or threshold is 0.
@@ -83,6 +85,7 @@ struct ab_config {
 	int jobs;                    /* build parallelism ({jobs}); 0: online cores */
 	char *log_level;             /* error | warn | info | debug */
 	struct ab_policy_config policies;  /* the top-level `policies` */
+	struct ab_sandbox_config sandbox;  /* the `sandbox` object (sandbox_config.h): how PR code is confined */
 };
 
 /*

@@ -295,7 +295,7 @@ static void run_job(struct worker *w, struct ab_job *job)
 		.repo = rc->git_url, .base_ref = job->base_ref, .head_ref = job->head_sha, .suite_path = rc->suite,
 		.state_dir = svc->cfg->state_dir, .pairs_min = rc->pairs_min, .pairs_max = rc->pairs_max,
 		.jobs = svc->cfg->jobs, .quiet = 0, .trigger = trigger, .should_cancel = should_cancel,
-		.cancel_payload = w,
+		.cancel_payload = w, .sandbox = &svc->cfg->sandbox,
 	};
 	status = svc->eval(&result, &eval_id, &opts);
 	if (status == AB_EVAL_CANCELED || (status != AB_EVAL_PASS && status != AB_EVAL_REJECT && atomic_load(&w->cancel))) {

@@ -235,7 +235,9 @@ spec_diverge)
   export SPEC=1
   fixture_init
   head_commit "head: diverges once" "spec_diverge_at=5" "spec_diverge_file=$WORK/diverge.count"
-  run_eval
+  # The mock keeps its "once" counter in a host file across SUT processes: a sandboxed SUT cannot
+  # write outside its private /tmp (that is the point), so this fixture runs unsandboxed.
+  run_eval --no-sandbox
   expect_rc 1
   expect_label "eval:REJECT"
   has_label "spec-mismatch" || fail "no spec-mismatch label: $(jq -c .verdict.labels "$RESULT")"
