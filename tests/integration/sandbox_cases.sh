@@ -181,8 +181,12 @@ $BENIGN" > "$REPO/build.sh"
 forkbomb)
   # Thousands of processes at build time: stopped at the sandbox's limit, none left over.
   sb_init
-  head_build "head: fork bomb" "set -e
-i=0; while [ \$i -lt 5000 ]; do sleep 4321 & i=\$((i+1)); done
+  # A subshell forks until the limit stops it (dash exits when a fork fails); the build's own shell
+  # stays alive meanwhile without forking (a counting loop), so the host's sampler sees the peak even
+  # on a loaded machine, then the build fails.
+  head_build "head: fork bomb" "( i=0; while [ \$i -lt 5000 ]; do sleep 4321 & i=\$((i+1)); done ) 2>/dev/null &
+j=0; while [ \$j -lt 400000 ]; do j=\$((j+1)); done
+exit 1
 $BENIGN"
   ( peak=0; while [ ! -f "$WORK/done" ]; do n=$(count_procs 'sleep 4321'); [ "$n" -gt "$peak" ] && peak=$n && echo "$peak" > "$WORK/peak"; sleep 0.05; done ) &
   MON=$!
