@@ -354,6 +354,25 @@ cleanup:
 	return faulted;
 }
 
+/* Every scored position's KL per side and the positions whose top-1 missed the reference's, for the
+ * report's per-position plot: {"kl": {"base": [...], "head": [...]}, "top1_miss": {"base": [i, ...], ...}}. */
+static json_t *per_position_json(const struct model_run *R)
+{
+	static const char *const sides[2] = { "base", "head" };
+	json_t *kl = json_object(), *miss = json_object();
+	for (int s = 0; kl && miss && s < 2; s++) {
+		json_t *values = json_array(), *misses = json_array();
+		for (int p = 0; values && misses && p < R->n_pos; p++) {
+			json_array_append_new(values, isfinite(R->kl[s][p]) ? json_real(R->kl[s][p]) : json_null());
+			if (!R->agree[s][p])
+				json_array_append_new(misses, json_integer(p));
+		}
+		json_object_set_new(kl, sides[s], values ? values : json_null());
+		json_object_set_new(miss, sides[s], misses ? misses : json_null());
+	}
+	return json_pack("{s:o, s:o}", "kl", kl ? kl : json_null(), "top1_miss", miss ? miss : json_null());
+}
+
 static json_t *stats_json(const struct ab_acc_stats *s)
 {
 	return json_pack("{s:i, s:f, s:[f,f], s:f, s:[f,f], s:f, s:f}", "positions", s->n, "top1", s->top1,
@@ -431,6 +450,7 @@ static int model_run(json_t **out_json, struct ab_gate_result *gates, size_t *n_
 		json_object_set_new(j, "head", stats_json(&st[1]));
 		json_object_set_new(j, "diff", json_pack("{s:f, s:f, s:f, s:f}", "top1_drop", diff.top1_drop,
 			"top1_drop_lo", diff.top1_drop_lo, "kl_rise", diff.kl_rise, "kl_rise_lo", diff.kl_rise_lo));
+		json_object_set_new(j, "per_position", per_position_json(R));
 		if (!R->cfg->quiet)
 			AB_INFO("accuracy %s: top-1 base %.4f head %.4f, mean KL base %.3g head %.3g (%d positions)",
 				name, st[0].top1, st[1].top1, st[0].kl_mean, st[1].kl_mean, R->n_pos);
