@@ -4,6 +4,7 @@
  * sample rows first and metric rows second while keeping the verdict and the footer whole.
  */
 #include "markdown.h"
+#include "calibration.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -416,6 +417,13 @@ static void render_details(struct ab_text *t, const json_t *doc)
 	if (method) {
 		ab_text_puts(t, "\n<sub>**Method:** ");
 		ab_text_md(t, method, 800);
+		char cite[512];
+		ab_calibration_cite(cite, sizeof(cite), json_object_get(doc, "calibration"));
+		if (cite[0]) {
+			ab_text_puts(t, " ");
+			ab_text_md(t, cite, 500);
+			ab_text_puts(t, ".");
+		}
 		ab_text_puts(t, "</sub>\n");
 	}
 	const json_t *env = json_object_get(doc, "environment");
@@ -471,7 +479,9 @@ static void render_footer(struct ab_text *t, const json_t *doc)
 	ab_text_md(t, ab_render_str(doc, "seed"), 24);
 	ab_text_puts(t, " \xc2\xb7 suite ");
 	ab_text_md(t, ab_render_str(json_object_get(doc, "suite"), "name"), 64);
-	ab_text_puts(t, " \xc2\xb7 abgate.result/1</sub>\n");
+	ab_text_puts(t, " \xc2\xb7 ");
+	ab_text_md(t, ab_render_str(doc, "schema"), 32);
+	ab_text_puts(t, "</sub>\n");
 }
 
 int ab_markdown_render(char **out, const json_t *result, const struct ab_markdown_options *opts)
