@@ -118,6 +118,12 @@ static void test_mde(void)
 	for (size_t k = 0; k < r->n_series; k++)
 		printf("  %s ctx %d: sd %.2f%%, MDE %.2f%%\n", r->series[k].metric, r->series[k].ctx,
 			r->series[k].sd * 100, r->series[k].mde * 100);
+	/* The power curve itself: no REJECT without a shift (resampled A/A), every time far past the MDE. */
+	double power = -1, resolve = -1;
+	CHECK(ab_calib_power(&power, &resolve, runs, RUNS, r, 1, 0.0, &o) == 0);
+	CHECK(power <= 0.05);
+	CHECK(ab_calib_power(&power, &resolve, runs, RUNS, r, 1, 2.0 * s->mde, &o) == 0);
+	CHECK(power == 1.0 && resolve == 1.0);
 	ab_calib_result_free(r);
 }
 
