@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calibrate.h"
+#include "calibration.h"
 #include "cmd_serve.h"
 #include "error.h"
 #include "eval.h"
@@ -314,4 +316,92 @@ cleanup:
 	ab_store_eval_free(ev);
 	ab_store_close(store);
 	return rc;
+}
+
+static void calibrate_usage(FILE *f)
+{
+	fputs("usage: abgate calibrate --repo PATH|URL --ref REF [--suite FILE] [--runs N] [--state DIR]\n"
+	      "                        [--json FILE] [--markdown FILE] [--seed N] [--pairs-min N] [--pairs-max N]\n"
+	      "                        [--power P] [--resamples N] [--jobs N] [--quiet]\n"
+	      "Runs N (default 10) A/A evaluations of REF against itself and publishes the false-positive rate,\n"
+	      "each series' noise and minimal detectable effect; the result is stored and cited by later\n"
+	      "evaluations of the suite.\n", f);
+}
+
+int ab_cmd_calibrate(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "repo", required_argument, 0, 'r' }, { "ref", required_argument, 0, 'R' },
+		{ "suite", required_argument, 0, 's' }, { "runs", required_argument, 0, 'n' },
+		{ "state", required_argument, 0, 'S' }, { "json", required_argument, 0, 'j' },
+		{ "markdown", required_argument, 0, 'm' }, { "seed", required_argument, 0, 'e' },
+		{ "pairs-min", required_argument, 0, 'p' }, { "pairs-max", required_argument, 0, 'P' },
+		{ "power", required_argument, 0, 'w' }, { "resamples", required_argument, 0, 'B' },
+		{ "jobs", required_argument, 0, 'J' }, { "quiet", no_argument, 0, 'q' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
+	};
+	struct ab_calibrate_options o = { .runs = 10 };
+	const char *json_path = NULL, *md_path = NULL;
+	json_t *doc = NULL;
+	char *md = NULL;
+	int c, power_pct = 90;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (c) {
+		case 'r': o.repo = optarg; break;
+		case 'R': o.ref = optarg; break;
+		case 's': o.suite_path = optarg; break;
+		case 'S': o.state_dir = optarg; break;
+		case 'j': json_path = optarg; break;
+		case 'm': md_path = optarg; break;
+		case 'n': if (parse_int(&o.runs, optarg, "--runs", 2, 10000) < 0) return 2; break;
+		case 'p': if (parse_int(&o.pairs_min, optarg, "--pairs-min", 2, 10000) < 0) return 2; break;
+		case 'P': if (parse_int(&o.pairs_max, optarg, "--pairs-max", 2, 10000) < 0) return 2; break;
+		case 'w': if (parse_int(&power_pct, optarg, "--power (percent)", 50, 99) < 0) return 2; break;
+		case 'B': if (parse_int(&o.resamples, optarg, "--resamples", 10, 100000) < 0) return 2; break;
+		case 'J': if (parse_int(&o.jobs, optarg, "--jobs", 1, 4096) < 0) return 2; break;
+		case 'e': {
+			char *end;
+			errno = 0;
+			o.seed = strtoull(optarg, &end, 0);
+			if (errno || *end || end == optarg) {
+				fprintf(stderr, "abgate: --seed must be an unsigned integer, got '%s'\n", optarg);
+				return 2;
+			}
+			o.has_seed = 1;
+			break;
+		}
+		case 'q': o.quiet = 1; break;
+		case 'h': calibrate_usage(stdout); return 0;
+		default: calibrate_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !o.repo || !o.ref) {
+		fprintf(stderr, "abgate: calibrate needs --repo and --ref\n");
+		calibrate_usage(stderr);
+		return 2;
+	}
+	o.power = power_pct / 100.0;
+	if (ab_calibrate_run(&doc, &o) < 0) {
+		fprintf(stderr, "abgate: %s\n", ab_error_last());
+		return 3;
+	}
+	int failed = 0;
+	if (json_path) {
+		char *text = json_dumps(doc, JSON_INDENT(2));
+		failed |= text == NULL || write_file(json_path, text) < 0;
+		free(text);
+	}
+	if (ab_calibration_markdown(&md, doc) < 0) {
+		failed = 1;
+	} else {
+		if (md_path)
+			failed |= write_file(md_path, md) < 0;
+		if (!json_path || strcmp(json_path, "-") != 0)
+			fputs(md, stdout);
+	}
+	free(md);
+	json_decref(doc);
+	return failed ? 3 : 0;
 }

@@ -16,4 +16,7 @@ int ab_cmd_eval(int argc, char **argv);
 int ab_cmd_history(int argc, char **argv);
 int ab_cmd_report(int argc, char **argv);
 
+/* `abgate calibrate`: N A/A evaluations, FPR and MDE (calibrate.h). Exit status 0, 2 usage, 3 failure. */
+int ab_cmd_calibrate(int argc, char **argv);
+
 #endif

@@ -17,6 +17,7 @@ static void usage(FILE *f)
 	      "  eval --pr N [--config FILE] [--post|--dry-run] evaluate a pull request of a configured repo\n"
 	      "  history [--limit N]                           past evaluations from the store\n"
 	      "  report ID [--format md|json|text]             re-render a stored evaluation\n"
+	      "  calibrate --repo R --ref REF [--runs N]       A/A runs: false-positive rate and MDE per series\n"
 	      "  serve --config FILE                           run the webhook service and its workers\n"
 	      "  policies --config FILE [--repo R] [--dry-run] run the PR lifecycle policies once, print a table\n"
 	      "  version                                       print the version\n\n"
@@ -36,6 +37,8 @@ int main(int argc, char **argv)
 		return ab_cmd_history(argc - 1, argv + 1);
 	if (strcmp(cmd, "report") == 0)
 		return ab_cmd_report(argc - 1, argv + 1);
+	if (strcmp(cmd, "calibrate") == 0)
+		return ab_cmd_calibrate(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") == 0)
 		return ab_cmd_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "policies") == 0)

@@ -9,6 +9,9 @@
 
 #include <stdint.h>
 
+#define AB_SAMPLE_REPS_MAX 9      /* timed requests behind one sample (suite speed.reps) */
+#define AB_SAMPLE_STATS_MAX 256   /* the engine's stats object as compact JSON, NUL included */
+
 enum ab_side {
 	AB_SIDE_BASE = 0,
 	AB_SIDE_HEAD = 1
@@ -27,6 +30,16 @@ struct ab_sample {
 	char reason[192];      /* why it failed ("timeout after 120 s", "crashed: signal 11", ...) */
 	int64_t t_start_ns;    /* CLOCK_MONOTONIC when the request was written */
 	int64_t t_end_ns;      /* CLOCK_MONOTONIC when its done event arrived */
+	/* Steady state and the engine clock (all zero / NAN in samples that predate them). */
+	int reps;              /* timed requests behind value (their median); 0: one, unrecorded */
+	double rep_values[AB_SAMPLE_REPS_MAX]; /* each request's value, in request order */
+	double harness_ms;     /* median over reps of the harness interval value comes from (TTFT for
+	                        * prefill, first -> done plus deferred work for decode); NAN: none */
+	double engine_ms;      /* median over reps of the engine's own figure for that interval
+	                        * (stats prefill_ms / decode_ms); NAN when the SUT did not say */
+	double deferred_ms;    /* largest work a fence request found left over after a done event,
+	                        * charged to the decode interval; 0 when none */
+	char stats[AB_SAMPLE_STATS_MAX]; /* the engine's stats of the median request ("" if none/too long) */
 };
 
 #endif

@@ -17,14 +17,13 @@
 
 #include "error.h"
 
-static const char *const tier_names[AB_TIER_COUNT] = { "XS", "S", "M", "L", "XL" };
-
 static const struct ab_speed_metric_rule default_rules[] = {
 	{ AB_METRIC_DECODE, -1.0, 1, 0, 0, NULL, NULL, 0 },
 	{ AB_METRIC_PREFILL, -1.0, 1, 0, 0, NULL, NULL, 0 },
 	{ AB_METRIC_SPEC, -1.0, 1, 0, 0, NULL, NULL, 1 },
 	{ AB_METRIC_TAU, -1.0, 1, 0.95, 1, NULL, "tau-regression", 1 },
 	{ AB_METRIC_SPEC_SPEEDUP, -1.0, 0, 0, 1, NULL, NULL, 1 },
+	{ AB_METRIC_FIRST_PREFILL, -1.0, 0, 0, 1, NULL, NULL, 0 },
 };
 
 void ab_speed_policy_init(struct ab_speed_policy *policy)
@@ -43,119 +42,8 @@ void ab_speed_policy_init(struct ab_speed_policy *policy)
 	policy->pairs_max = 16;
 	policy->looks = 3;
 	policy->confirm_pairs = 6;
-}
-
-const char *ab_outcome_name(enum ab_outcome outcome)
-{
-	switch (outcome) {
-	case AB_OUTCOME_NEUTRAL: return "neutral";
-	case AB_OUTCOME_IMPROVED: return "improved";
-	case AB_OUTCOME_REGRESSED: return "regressed";
-	default: return "inconclusive";
-	}
-}
-
-const char *ab_tier_name(int tier)
-{
-	return tier >= 0 && tier < AB_TIER_COUNT ? tier_names[tier] : "none";
-}
-
-int ab_tier_from_name(const char *name)
-{
-	for (int i = 0; name && i < AB_TIER_COUNT; i++)
-		if (strcmp(name, tier_names[i]) == 0)
-			return i;
-	return -1;
-}
-
-const char *ab_failure_kind_name(enum ab_failure_kind kind)
-{
-	static const char *const names[] = { "crash", "timeout", "oom", "protocol", "other" };
-	return kind >= 0 && kind < AB_FAILURE_KIND_COUNT ? names[kind] : "other";
-}
-
-static int contains_ci(const char *haystack, const char *needle)
-{
-	size_t n = strlen(needle);
-	for (const char *p = haystack; *p; p++)
-		if (strncasecmp(p, needle, n) == 0)
-			return 1;
-	return 0;
-}
-
-enum ab_failure_kind ab_failure_classify(const char *reason)
-{
-	static const char *const oom[] = { "out of memory", "oom", "cudaErrorMemoryAllocation", NULL };
-	static const char *const timeout[] = { "timeout", "timed out", "hang", NULL };
-	static const char *const protocol[] = { "protocol", "malformed", "garbage", "parse", "invalid", NULL };
-	static const char *const crash[] = { "signal", "crash", "exit", "abort", "killed", "segfault", NULL };
-	static const struct { const char *const *words; enum ab_failure_kind kind; } table[] = {
-		{ oom, AB_FAILURE_OOM }, { timeout, AB_FAILURE_TIMEOUT },
-		{ protocol, AB_FAILURE_PROTOCOL }, { crash, AB_FAILURE_CRASH },
-	};
-	if (reason == NULL)
-		return AB_FAILURE_OTHER;
-	for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); t++)
-		for (const char *const *w = table[t].words; *w; w++)
-			if (contains_ci(reason, *w))
-				return table[t].kind;
-	return AB_FAILURE_OTHER;
-}
-
-void ab_speed_ctx_name(char *buf, size_t size, int ctx)
-{
-	if (ctx > 0 && ctx % 1024 == 0)
-		snprintf(buf, size, "%dk", ctx / 1024);
-	else
-		snprintf(buf, size, "%d", ctx);
-}
-
-const char *ab_speed_metric_short(const char *metric)
-{
-	if (strcmp(metric, "decode_tps") == 0)
-		return "decode";
-	if (strcmp(metric, "prefill_tps") == 0)
-		return "prefill";
-	if (strcmp(metric, AB_METRIC_SPEC) == 0)
-		return "spec decode";
-	if (strcmp(metric, AB_METRIC_TAU) == 0)
-		return "tau";
-	if (strcmp(metric, AB_METRIC_SPEC_SPEEDUP) == 0)
-		return "spec speedup";
-	return metric;
-}
-
-static void label_sanitize(char *s)
-{
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-'))
-			*s = '-';
-}
-
-void ab_speed_regression_label(char *buf, size_t size, const char *model, int primary,
-	const char *metric, int ctx)
-{
-	char ctx_name[32], model_part[80] = "", suffix[48] = "";
-	ab_speed_ctx_name(ctx_name, sizeof(ctx_name), ctx);
-	if (strcmp(metric, "prefill_tps") == 0) {
-		snprintf(suffix, sizeof(suffix), "-pp");
-	} else if (strcmp(metric, AB_METRIC_SPEC) == 0) {
-		char plain[24];
-		ab_speed_ctx_name(plain, sizeof(plain), ctx);
-		snprintf(ctx_name, sizeof(ctx_name), "spec-%.24s", plain);
-	} else if (strcmp(metric, "decode_tps") != 0) {
-		snprintf(suffix, sizeof(suffix), "-%.31s", metric);
-	}
-	/* GitHub allows 50 characters: cut the model name first, so that the labels of one model's
-	 * contexts stay distinct. */
-	int model_max = 50 - (int)(strlen("regression--") + strlen(ctx_name) + strlen(suffix));
-	if (!primary && model_max > 0)
-		snprintf(model_part, sizeof(model_part), "%.*s-", model_max < 63 ? model_max : 63, model);
-	char label[200];
-	snprintf(label, sizeof(label), "regression-%s%s%s", model_part, ctx_name, suffix);
-	label_sanitize(label);
-	label[50] = '\0';               /* only a very long metric name is still cut here */
-	snprintf(buf, size, "%s", label);
+	policy->spending = AB_SPENDING_LINEAR;
+	policy->equivalence_level = 0.90;
 }
 
 /* ---- grouping ---------------------------------------------------------------------------- */
@@ -170,12 +58,12 @@ struct key {
 
 static int metric_rank(const char *metric)
 {
-	static const char *const order[] = { AB_METRIC_DECODE, AB_METRIC_PREFILL, AB_METRIC_SPEC, AB_METRIC_TAU,
-					     AB_METRIC_SPEC_SPEEDUP };
+	static const char *const order[] = { AB_METRIC_DECODE, AB_METRIC_PREFILL, AB_METRIC_FIRST_PREFILL,
+					     AB_METRIC_SPEC, AB_METRIC_TAU, AB_METRIC_SPEC_SPEEDUP };
 	for (int i = 0; i < (int)(sizeof(order) / sizeof(order[0])); i++)
 		if (strcmp(metric, order[i]) == 0)
 			return i;
-	return 5;
+	return 6;
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -331,6 +219,7 @@ static int series_stats(struct ab_speed_series *s, const double *d, int n,
 	s->ci.lo = s->ci_adj.lo = 0.0;
 	s->ci.hi = s->ci_adj.hi = INFINITY;
 	s->ci.level = s->ci_adj.level = 1.0;
+	s->ci_eq = s->ci;
 	s->p_regression = 1.0;
 	if (n == 0)
 		return 0;
@@ -351,6 +240,13 @@ static int series_stats(struct ab_speed_series *s, const double *d, int n,
 	if ((error = ab_stats_signed_rank_p(&s->p_regression, d, (size_t)n,
 		log(s->regression_ratio), AB_ALT_LESS)) != 0)
 		goto cleanup;
+	if (policy->equivalence_level > 0.0) {
+		struct ab_interval eq;
+		if ((error = ab_stats_signed_rank_ci_walsh(&eq, walsh, (size_t)n,
+			(1.0 - policy->equivalence_level) / 2.0)) != 0)
+			goto cleanup;
+		s->ci_eq = exp_interval(eq);
+	}
 	s->ci = exp_interval(ci);
 	s->ci_adj = exp_interval(adj);
 cleanup:
@@ -376,6 +272,14 @@ static int even_up(int n)
 	return n + (n & 1);
 }
 
+/* The alpha spent by the looks up to pairs n of a plan ending at `last` pairs with K looks. */
+static double spent(const struct ab_speed_policy *p, int look, int looks, int n, int last)
+{
+	if (p->spending == AB_SPENDING_EQUAL)
+		return p->alpha * look / looks;
+	return p->alpha * (last > 0 && n < last ? (double)n / last : 1.0);
+}
+
 int ab_speed_pairs_needed(int *out_first, int *out_last, const struct ab_speed_policy *policy,
 	size_t n_gating)
 {
@@ -383,8 +287,13 @@ int ab_speed_pairs_needed(int *out_first, int *out_last, const struct ab_speed_p
 		return ab_error_setc(AB_EINVALID, "speed policy: alpha %g, looks %d", policy->alpha,
 			policy->looks);
 	size_t m = n_gating ? n_gating : 1;
-	double tail = policy->alpha / (2.0 * (double)m * policy->looks);
-	int first = even_up(ab_stats_signed_rank_min_n(tail));
+	int first = policy->pairs_min > 2 ? even_up(policy->pairs_min) : 2;
+	for (;; first += 2) {      /* the first look's own tail must be reachable */
+		int last = policy->pairs_max > first ? even_up(policy->pairs_max) : first;
+		double tail = spent(policy, 1, policy->looks, policy->looks == 1 ? last : first, last) / (2.0 * (double)m);
+		if (ab_stats_signed_rank_min_n(tail) <= first || first > 100000)
+			break;
+	}
 	if (policy->pairs_min > first)
 		first = policy->pairs_min;
 	int last = policy->pairs_max > first ? policy->pairs_max : first;
@@ -399,6 +308,7 @@ static int validate(const struct ab_speed_policy *p, const struct ab_sample *sam
 	if (!(p->alpha > 0.0 && p->alpha < 0.5) || !(p->ci_level > 0.5 && p->ci_level < 1.0) ||
 	    !(p->regression_ratio > 0.0 && p->regression_ratio <= 1.0) || !(p->margin >= 0.0) ||
 	    p->looks < 1 || p->pairs_min < 1 || p->confirm_pairs < 0 ||
+	    !(p->equivalence_level == 0.0 || (p->equivalence_level > 0.5 && p->equivalence_level < 1.0)) ||
 	    !(p->max_failed_fraction >= 0.0 && p->max_failed_fraction <= 1.0))
 		return ab_error_setc(AB_EINVALID, "speed policy: invalid alpha, ci_level, "
 			"regression_ratio, margin, looks, pairs or max_failed_fraction");
@@ -497,8 +407,11 @@ static void build_method(struct ab_speed_result *r, const struct ab_speed_policy
 	snprintf(r->method, sizeof(r->method),
 		"Paired log-ratios per context, Hodges-Lehmann estimate with %s; REJECT (below %.2fx base) "
 		"and tier claims read off simultaneous signed-rank bounds, Bonferroni over %zu gating "
-		"series x 2 directions x %d look%s (family-wise alpha = %g)%s.", ci, p->regression_ratio,
-		r->n_gating, r->looks, r->looks == 1 ? "" : "s", p->alpha,
+		"series x 2 directions, alpha spent %s over %d look%s (family-wise alpha = %g)%s%s.", ci,
+		p->regression_ratio, r->n_gating, p->spending == AB_SPENDING_EQUAL ? "equally" : "in proportion to the pairs",
+		r->n_points, r->n_points == 1 ? "" : "s", p->alpha,
+		p->equivalence_level > 0 ? "; a series stops as neutral once its equivalence interval lies "
+		"between the floor and the next tier" : "",
 		p->confirm_pairs > 0 ? ", and a regression must be confirmed by an independent batch" : "");
 	size_t spec_gating = 0;
 	const struct ab_speed_series *tau = NULL;
@@ -543,20 +456,36 @@ static int series_lost(const struct ab_speed_series *s, const struct ab_speed_po
 		(double)(s->pairs - s->n_pairs) > p->max_failed_fraction * s->pairs;
 }
 
-/* May more batch-0 pairs still change a claim of series s, given the verdict tier so far? */
-static int series_open(const struct ab_speed_series *s, int tier)
+/* The claims an interval supports: below the floor, or a verified tier; made at `look`. */
+static void claims_of(struct ab_speed_series *s, struct ab_interval adj, int look)
+{
+	s->regression = adj.hi < s->regression_ratio;
+	for (int t = AB_TIER_COUNT - 1; t >= 0 && !s->no_tier; t--)
+		if (adj.lo >= 1.0 + s->tiers[t]) {
+			s->tier = t;
+			break;
+		}
+	if (s->regression || s->tier >= 0)
+		s->claim_look = look;
+}
+
+/* May more batch-0 pairs still change a claim of series s, given the verdict tier so far? Each
+ * claim is settled by making it, by the claim interval leaving no room for it, or by the
+ * equivalence interval lying on the safe side of its threshold (speed.h). Sets s->equivalent. */
+static int series_open(struct ab_speed_series *s, int tier)
 {
 	if (!s->gating)
 		return 0;
 	double rho = s->regression_ratio;
-	if (!s->regression && s->ci_adj.lo < rho && s->ci_adj.hi >= rho)
-		return 1;                               /* could still fall below the floor */
+	int floor_open = !s->regression && s->ci_adj.lo < rho && s->ci_adj.hi >= rho && !(s->ci_eq.lo > rho);
+	int tier_open = 0, tier_settled_eq = s->no_tier || tier + 1 >= AB_TIER_COUNT;
 	if (!s->no_tier && tier + 1 < AB_TIER_COUNT) {
 		double next = 1.0 + s->tiers[tier + 1];
-		if (s->ci_adj.hi >= next && s->ci_adj.lo < next)
-			return 1;                           /* could still verify a higher tier */
+		tier_settled_eq = s->ci_eq.hi < next;
+		tier_open = s->ci_adj.hi >= next && s->ci_adj.lo < next && !tier_settled_eq;
 	}
-	return 0;
+	s->equivalent = !s->regression && s->tier < 0 && s->ci_eq.lo > rho && tier_settled_eq;
+	return floor_open || tier_open;
 }
 
 static int evaluate_confirmation(struct ab_speed_result *r, const struct ab_speed_policy *policy,
@@ -683,10 +612,26 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 	r->looks = policy->looks;
 	r->regression_ratio = policy->regression_ratio;
 	r->alpha = policy->alpha;
+	r->equivalence_level = policy->equivalence_level;
 	memcpy(r->tiers, policy->tiers, sizeof(r->tiers));
-	r->claim_tail = policy->alpha / (2.0 * (double)(r->n_gating ? r->n_gating : 1) * policy->looks);
 	if ((error = ab_speed_pairs_needed(&r->pairs_min, &r->pairs_max, policy, r->n_gating)) != 0)
 		goto cleanup;
+	/* The looks and the alpha each may spend (speed.h): tail_k = alpha_k / (2 m). */
+	r->n_points = schedule(r->points, policy->looks < AB_SPEED_LOOKS_MAX ? policy->looks : AB_SPEED_LOOKS_MAX,
+		r->pairs_min, r->pairs_max);
+	double m2 = 2.0 * (double)(r->n_gating ? r->n_gating : 1), before = 0.0;
+	int last_point = r->points[r->n_points - 1];
+	for (int i = 0; i < r->n_points; i++) {
+		double upto = i == r->n_points - 1 ? policy->alpha :
+			spent(policy, i + 1, r->n_points, r->points[i], last_point);
+		r->tails[i] = (upto - before) / m2;
+		before = upto;
+	}
+	r->look = 0;
+	for (int i = 0; i < r->n_points; i++)
+		if (n_pairs0 >= r->points[i])
+			r->look = i + 1;
+	r->claim_tail = r->tails[r->look > 0 ? r->look - 1 : 0];
 	r->pairs = n_pairs0;
 	r->confirm_pairs_seen = n_pairs1;
 	r->tier = -1;
@@ -708,16 +653,30 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 		s->pairs = n_pairs0;
 		s->n_pairs = m;
 		s->outcome = outcome_of(s);
-		double scale = 2.0 * (double)(r->n_gating ? r->n_gating : 1) * policy->looks;
+		double scale = policy->alpha / r->claim_tail;
 		s->p_adj = s->p_regression * scale > 1.0 ? 1.0 : s->p_regression * scale;
 		if (!s->gating)
 			continue;
-		s->regression = s->ci_adj.hi < s->regression_ratio;
-		for (int t = AB_TIER_COUNT - 1; t >= 0 && !s->no_tier; t--)
-			if (s->ci_adj.lo >= 1.0 + s->tiers[t]) {
-				s->tier = t;
-				break;
+		claims_of(s, s->ci_adj, r->look);
+		/* A claim made at an earlier look stands: the pairs of that look, its own tail. */
+		for (int j = 0; j + 1 < r->look; j++) {
+			struct ab_speed_series past = *s;
+			int mj = 0;
+			if ((error = collect_pairs(d, &mj, NULL, samples, n_samples, 0, &keys[k], pairs0, r->points[j],
+				NULL, NULL)) != 0 || (error = series_stats(&past, d, mj, policy, r->tails[j])) != 0)
+				goto cleanup;
+			past.regression = 0;
+			past.tier = -1;
+			claims_of(&past, past.ci_adj, j + 1);
+			if (past.regression && !s->regression) {
+				s->regression = 1;
+				s->claim_look = j + 1;
 			}
+			if (past.tier > s->tier) {
+				s->tier = past.tier;
+				s->claim_look = j + 1;
+			}
+		}
 		if (s->tier > r->tier)
 			r->tier = s->tier;
 		if (s->spec && s->tier > r->spec_tier)
@@ -737,27 +696,21 @@ int ab_speed_decide(struct ab_speed_result **out, const struct ab_sample *sample
 	}
 
 	/* The plan: the looks of batch 0, then the confirmation batch. */
-	int points[64];
-	int n_points = schedule(points, policy->looks < 64 ? policy->looks : 64, r->pairs_min,
-		r->pairs_max);
-	r->look = 0;
-	for (int i = 0; i < n_points; i++)
-		if (n_pairs0 >= points[i])
-			r->look = i + 1;
-	int main_open = 0;
+	int *points = r->points, n_points = r->n_points;
+	int main_open = 0, undecided = 0;
+	for (size_t k = 0; k < n_keys; k++)     /* every series: sets its equivalence mark too */
+		if (series_open(&r->series[k], r->series[k].spec ? r->spec_tier : r->tier) && !undecided++)
+			snprintf(r->open_reason, sizeof(r->open_reason), "%s %s at ctx %d is undecided",
+				r->series[k].model, ab_speed_metric_short(r->series[k].metric), r->series[k].ctx);
 	if (r->infra) {
 		main_open = 0;
 	} else if (r->look == 0) {
 		main_open = 1;
 		snprintf(r->open_reason, sizeof(r->open_reason), "first look at %d pairs", points[0]);
 	} else if (r->look < n_points && !r->regression) {
-		for (size_t k = 0; k < n_keys && !main_open; k++)
-			if (series_open(&r->series[k], r->series[k].spec ? r->spec_tier : r->tier)) {
-				main_open = 1;
-				snprintf(r->open_reason, sizeof(r->open_reason), "%s %s at ctx %d is undecided",
-					r->series[k].model, ab_speed_metric_short(r->series[k].metric),
-					r->series[k].ctx);
-			}
+		/* Between looks (progress calls) the plan still names the next look: stopping for
+		 * equivalence is judged at the looks only, as the schedule fixed in advance says. */
+		main_open = undecided > 0 || n_pairs0 > points[r->look - 1];
 	}
 	if (main_open) {
 		r->open = 1;

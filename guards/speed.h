@@ -8,10 +8,20 @@
  *
  * The statistical design (what a label means):
  *   - A gating series is one whose metric rule says so (decode_tps and prefill_tps by default).
- *     m = number of gating series, K = policy.looks. Every claim is made at one-sided level
- *     tail = alpha / (2 m K): Bonferroni over m series x 2 directions x K looks, so the chance that
- *     any posted claim (a regression label or a tier) is false is at most alpha, whatever the
- *     stopping look. ci_adj is the two-sided interval with that tail on each side.
+ *     m = number of gating series, K = policy.looks at n_1 < .. < n_K pairs. The family-wise alpha
+ *     is spent across the looks (an error-spending plan): look k may spend
+ *     alpha_k = A(n_k / n_K) - A(n_(k-1) / n_K), with A(t) = alpha t (linear spending,
+ *     AB_SPENDING_LINEAR; AB_SPENDING_EQUAL gives alpha / K per look, the old Bonferroni over
+ *     looks). A claim at look k is made at one-sided level tail_k = alpha_k / (2 m): a union bound
+ *     over m series x 2 directions x K looks, so the chance that any posted claim (a regression
+ *     label or a tier) is false is at most sum alpha_k = alpha, whatever the stopping look. ci_adj
+ *     is the two-sided interval with tail_k on each side; a claim made at an earlier look stands.
+ *   - Stopping: a series is decided when its claims are made or can no longer change: besides the
+ *     claims themselves, its equivalence interval (two-sided, policy.equivalence_level, 0.90)
+ *     inside (regression_ratio, 1 + next tier) stops it as neutral for both claims (and each bound
+ *     alone settles its own claim). Stopping for equivalence makes no claim, so it spends no alpha
+ *     (a non-binding futility rule): the guarantee above is unchanged, and a quiet A/A or a clear
+ *     change ends at the first look.
  *   - Regression: ci_adj.hi < regression_ratio ("below 0.98x base with confidence").
  *   - Verified gain: ci_adj.lo >= 1 + tiers[t]; a series' tier is the highest such t, the verdict
  *     tier the highest over gating series (never summed across contexts). So `eval:M` means: with
@@ -23,7 +33,7 @@
  *     REJECTs only if an independent batch (batch 1) also puts the series below regression_ratio at
  *     one-sided level alpha / (number of flagged series).
  *   - Feasibility: the exact signed-rank test cannot reach `tail` with fewer than n pairs where
- *     2^-n <= tail; the first look is never below that (ab_speed_pairs_needed).
+ *     2^-n <= tail; the first look is never below that for its own tail_1 (ab_speed_pairs_needed).
  */
 #ifndef AB_SPEED_H
 #define AB_SPEED_H
@@ -65,6 +75,7 @@ enum ab_failure_kind {
 #define AB_METRIC_SPEC "spec_decode_tps"      /* speculative decode tok/s, harness clock */
 #define AB_METRIC_TAU "tau"                   /* mean accept length, (n - 1) / target_steps */
 #define AB_METRIC_SPEC_SPEEDUP "spec_speedup" /* spec / plain decode tok/s of one process */
+#define AB_METRIC_FIRST_PREFILL "first_prefill_tps" /* prefill tok/s of a length's first request */
 
 /*
  * Per-metric settings. A metric without a rule uses policy.margin and does not gate. The default
@@ -84,6 +95,13 @@ struct ab_speed_metric_rule {
 	int spec;                       /* 1: belongs to the speculative-decoding family */
 };
 
+enum ab_speed_spending {
+	AB_SPENDING_LINEAR = 0,         /* alpha spent in proportion to the pairs: A(t) = alpha t */
+	AB_SPENDING_EQUAL = 1           /* alpha / K at every look (Bonferroni over the looks) */
+};
+
+#define AB_SPEED_LOOKS_MAX 64
+
 struct ab_speed_policy {
 	double margin;                  /* neutral band for the outcome: ratio within 1 +- margin (0.01) */
 	const struct ab_speed_metric_rule *rules; /* NULL: decode_tps and prefill_tps, both gating */
@@ -100,6 +118,8 @@ struct ab_speed_policy {
 	int pairs_max;                  /* last look (16) */
 	int looks;                      /* looks budgeted between pairs_min and pairs_max (3) */
 	int confirm_pairs;              /* confirmation batch size, 0: none (6) */
+	enum ab_speed_spending spending; /* how alpha is spread over the looks (linear) */
+	double equivalence_level;       /* equivalence (futility) interval level; 0: no equivalence stop (0.90) */
 	const char *const *models;      /* suite model order, primary first; NULL: order of appearance */
 	size_t n_models;
 };
@@ -136,8 +156,12 @@ struct ab_speed_series {
 	double ratio;                   /* exp(Hodges-Lehmann of d); NAN without valid pairs */
 	struct ab_interval ci;          /* displayed interval on the ratio (policy.ci_level) */
 	struct ab_interval ci_adj;      /* simultaneous interval used for claims (tail each side) */
+	struct ab_interval ci_eq;       /* equivalence interval (policy.equivalence_level) */
+	int equivalent;                 /* stopped as neutral: ci_eq inside (floor, 1 + next tier) */
+	int claim_look;                 /* the look (1-based) whose claim stands, 0: none */
 	double p_regression;            /* one-sided signed-rank p of H0: ratio >= regression_ratio */
-	double p_adj;                   /* min(1, p_regression * 2 m K): <= alpha iff a regression claim */
+	double p_adj;                   /* min(1, p_regression * alpha / tail_k): <= alpha iff a regression
+	                                 * claim at the current look */
 	enum ab_outcome outcome;
 	int regression;                 /* flagged by batch 0: ci_adj.hi < regression_ratio */
 	int confirmed;                  /* regression that may REJECT (confirmed, or no confirmation) */
@@ -196,10 +220,14 @@ struct ab_speed_result {
 	int confirm_pairs;              /* effective confirmation size (0: none) */
 	int looks;                      /* K */
 	int look;                       /* looks reached so far (0: before the first) */
-	double claim_tail;              /* alpha / (2 m K) */
+	double claim_tail;              /* tail_k of the current look (of the first before it) */
+	int n_points;                   /* looks in the schedule (<= looks) */
+	int points[AB_SPEED_LOOKS_MAX]; /* pairs at each look */
+	double tails[AB_SPEED_LOOKS_MAX]; /* tail_k of each look */
 	double regression_ratio;        /* the policy's, for reasons and reports */
 	double tiers[AB_TIER_COUNT];    /* the policy's tier thresholds */
 	double alpha;                   /* the policy's family-wise alpha */
+	double equivalence_level;       /* the policy's (0: no equivalence stop) */
 	char method[640];               /* one sentence for the report */
 };
 

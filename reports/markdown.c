@@ -4,6 +4,7 @@
  * sample rows first and metric rows second while keeping the verdict and the footer whole.
  */
 #include "markdown.h"
+#include "calibration.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -254,6 +255,31 @@ static void render_spec(struct ab_text *t, const json_t *doc)
 	}
 }
 
+/* The engine-clock cross-check: per series, how much faster the SUT's own stats say it was than the
+ * harness measured (median harness time / engine time), base and head. */
+static void render_engine_clock(struct ab_text *t, const json_t *doc)
+{
+	const json_t *clock = json_object_get(doc, "engine_clock");
+	if (json_array_size(json_object_get(clock, "series")) == 0)
+		return;
+	ab_text_printf(t, "\n<sub>**Engine clock** (median harness time / engine time, base \xe2\x86\x92 head; "
+		"warning at %.2fx):", ab_render_num(clock, "threshold"));
+	size_t i;
+	const json_t *s;
+	json_array_foreach(json_object_get(clock, "series"), i, s) {
+		char ctx[32], b[32], h[32];
+		ab_speed_ctx_name(ctx, sizeof(ctx), (int)ab_render_int(s, "ctx", 0));
+		double rb = ab_render_num(s, "base_ratio"), rh = ab_render_num(s, "head_ratio");
+		snprintf(b, sizeof(b), isfinite(rb) ? "%.2f" : "n/a", rb);
+		snprintf(h, sizeof(h), isfinite(rh) ? "%.2f" : "n/a", rh);
+		const char *metric = ab_render_str(s, "metric");
+		ab_text_printf(t, "%s %s%s %s %s \xe2\x86\x92 %s", i ? ";" : "",
+			json_is_true(json_object_get(s, "flagged")) ? "\xe2\x9a\xa0\xef\xb8\x8f " : "",
+			metric ? ab_speed_metric_short(metric) : "?", ctx, b, h);
+	}
+	ab_text_puts(t, "</sub>\n");
+}
+
 static void render_gates(struct ab_text *t, const json_t *doc)
 {
 	const json_t *gates = json_object_get(doc, "gates");
@@ -430,6 +456,13 @@ static void render_details(struct ab_text *t, const json_t *doc)
 	if (method) {
 		ab_text_puts(t, "\n<sub>**Method:** ");
 		ab_text_md(t, method, 800);
+		char cite[512];
+		ab_calibration_cite(cite, sizeof(cite), json_object_get(doc, "calibration"));
+		if (cite[0]) {
+			ab_text_puts(t, " ");
+			ab_text_md(t, cite, 500);
+			ab_text_puts(t, ".");
+		}
 		ab_text_puts(t, "</sub>\n");
 	}
 	const json_t *env = json_object_get(doc, "environment");
@@ -485,7 +518,9 @@ static void render_footer(struct ab_text *t, const json_t *doc)
 	ab_text_md(t, ab_render_str(doc, "seed"), 24);
 	ab_text_puts(t, " \xc2\xb7 suite ");
 	ab_text_md(t, ab_render_str(json_object_get(doc, "suite"), "name"), 64);
-	ab_text_puts(t, " \xc2\xb7 abgate.result/1</sub>\n");
+	ab_text_puts(t, " \xc2\xb7 ");
+	ab_text_md(t, ab_render_str(doc, "schema"), 32);
+	ab_text_puts(t, "</sub>\n");
 }
 
 int ab_markdown_render(char **out, const json_t *result, const struct ab_markdown_options *opts)
@@ -555,6 +590,7 @@ int ab_markdown_render(char **out, const json_t *result, const struct ab_markdow
 	/* Gates, failures, method, environment and build logs: cut as a block if they do not fit. */
 	struct ab_text details = { 0 };
 	render_gates(&details, result);
+	render_engine_clock(&details, result);
 	render_details(&details, result);
 	if (t.len + details.len + reserve <= o.max_chars)
 		ab_text_append(&t, details.buf ? details.buf : "", details.len);

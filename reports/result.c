@@ -138,6 +138,9 @@ static json_t *metric_json(struct builder *b, const struct ab_speed_series *s)
 	set(b, o, "ci", pair_array(b, s->ci.lo, s->ci.hi));
 	set(b, o, "ci_level", num(s->ci.level));
 	set(b, o, "ci_adj", pair_array(b, s->ci_adj.lo, s->ci_adj.hi));
+	set(b, o, "ci_eq", pair_array(b, s->ci_eq.lo, s->ci_eq.hi));
+	set(b, o, "equivalent", json_boolean(s->equivalent));
+	set(b, o, "claim_look", json_integer(s->claim_look));
 	set(b, o, "p", num(s->p_regression));
 	set(b, o, "p_adj", num(s->p_adj));
 	set(b, o, "outcome", json_string(ab_outcome_name(s->outcome)));
@@ -192,6 +195,19 @@ static json_t *sample_json(struct builder *b, const struct ab_sample *s)
 	set(b, o, "reason", str_lossy(reason));
 	set(b, o, "t_start_ns", json_integer(s->t_start_ns));
 	set(b, o, "t_end_ns", json_integer(s->t_end_ns));
+	int reps = s->reps > 0 && s->reps <= AB_SAMPLE_REPS_MAX ? s->reps : 0;
+	json_t *values = json_array();
+	for (int r = 0; r < reps; r++)
+		push(b, values, num(s->rep_values[r]));
+	set(b, o, "reps", json_integer(reps));
+	set(b, o, "rep_values", values);
+	set(b, o, "harness_ms", num(s->harness_ms));
+	set(b, o, "engine_ms", num(s->engine_ms));
+	set(b, o, "deferred_ms", num(s->deferred_ms));
+	char stats[sizeof(s->stats) + 1];
+	snprintf(stats, sizeof(stats), "%.*s", (int)sizeof(s->stats), s->stats);
+	json_t *parsed = stats[0] ? json_loads(stats, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	set(b, o, "stats", json_is_object(parsed) ? parsed : (json_decref(parsed), json_null()));
 	return o;
 }
 
@@ -274,6 +290,14 @@ int ab_result_build(json_t **out, const struct ab_result_input *in)
 		set(&b, pairs, "look", json_integer(speed->look));
 		set(&b, pairs, "confirmation", json_integer(speed->confirm_pairs_seen));
 		set(&b, pairs, "confirmation_target", json_integer(speed->confirm_pairs));
+		json_t *points = json_array(), *tails = json_array();
+		for (int k = 0; k < speed->n_points; k++) {
+			push(&b, points, json_integer(speed->points[k]));
+			push(&b, tails, num(speed->tails[k]));
+		}
+		set(&b, pairs, "points", points);
+		set(&b, stats, "look_tails", tails);
+		set(&b, stats, "equivalence_level", num(speed->equivalence_level));
 		for (size_t i = 0; i < speed->n_series; i++)
 			push(&b, metrics, metric_json(&b, &speed->series[i]));
 		set(&b, failures, "infra", json_boolean(speed->infra));
@@ -293,6 +317,26 @@ int ab_result_build(json_t **out, const struct ab_result_input *in)
 		push(&b, samples, sample_json(&b, &in->samples[i]));
 	set(&b, doc, "samples", samples);
 	set(&b, doc, "failures", failures);
+	if (in->clock) {
+		json_t *clock = json_object(), *series = json_array();
+		set(&b, clock, "threshold", num(in->clock->threshold));
+		set(&b, clock, "flagged", json_boolean(in->clock->flagged));
+		set(&b, clock, "worst", num(in->clock->worst));
+		set(&b, clock, "worst_where", str_lossy(in->clock->worst_where));
+		for (size_t i = 0; i < in->clock->n_series; i++) {
+			const struct ab_clock_series *cs = &in->clock->series[i];
+			json_t *o = json_object();
+			set(&b, o, "model", str_lossy(cs->model));
+			set(&b, o, "metric", str_lossy(cs->metric));
+			set(&b, o, "ctx", json_integer(cs->ctx));
+			set(&b, o, "base_ratio", num(cs->ratio[AB_SIDE_BASE]));
+			set(&b, o, "head_ratio", num(cs->ratio[AB_SIDE_HEAD]));
+			set(&b, o, "flagged", json_boolean(cs->flagged));
+			push(&b, series, o);
+		}
+		set(&b, clock, "series", series);
+		set(&b, doc, "engine_clock", clock);
+	}
 	json_t *timing = json_object();
 	set(&b, timing, "build_s", num(in->timing.build_s));
 	set(&b, timing, "models_s", num(in->timing.models_s));
@@ -390,7 +434,8 @@ int ab_result_validate(const json_t *doc)
 		{ "head", K_OBJECT, 0 }, { "environment", K_OBJECT, 0 }, { "method", K_STRING_OR_NULL, 0 },
 		{ "pairs", K_OBJECT, 0 }, { "seed", K_STRING, 0 }, { "suite", K_OBJECT, 0 },
 		{ "changed_files", K_ARRAY, 0 }, { "failures", K_OBJECT, 0 }, { "timing", K_OBJECT, 0 },
-		{ "build", K_OBJECT, 0 }, { "statistics", K_OBJECT, 0 },
+		{ "build", K_OBJECT, 0 }, { "statistics", K_OBJECT, 0 }, { "engine_clock", K_OBJECT, 0 },
+		{ "calibration", K_OBJECT, 0 },
 	};
 	static const struct field verdict[] = {
 		{ "label", K_STRING, 1 }, { "reason", K_STRING, 1 }, { "labels", K_ARRAY, 1 },
@@ -416,14 +461,16 @@ int ab_result_validate(const json_t *doc)
 		{ "ctx", K_INTEGER, 1 }, { "metric", K_STRING, 1 }, { "value", K_NUMBER_OR_NULL, 1 },
 		{ "ok", K_BOOL, 1 }, { "order", K_INTEGER, 0 }, { "batch", K_INTEGER, 0 },
 		{ "reason", K_STRING_OR_NULL, 0 }, { "t_start_ns", K_INTEGER, 0 },
-		{ "t_end_ns", K_INTEGER, 0 },
+		{ "t_end_ns", K_INTEGER, 0 }, { "reps", K_INTEGER, 0 }, { "rep_values", K_ARRAY, 0 },
+		{ "harness_ms", K_NUMBER_OR_NULL, 0 }, { "engine_ms", K_NUMBER_OR_NULL, 0 },
+		{ "deferred_ms", K_NUMBER_OR_NULL, 0 },
 	};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 	int error;
 	if ((error = check_fields(doc, "$", top, N(top))) != 0)
 		return error;
 	const char *schema = json_string_value(json_object_get(doc, "schema"));
-	if (strcmp(schema, AB_RESULT_SCHEMA) != 0)
+	if (strcmp(schema, AB_RESULT_SCHEMA) != 0 && strcmp(schema, AB_RESULT_SCHEMA_V1) != 0)
 		return ab_error_setc(AB_EINVALID, "result: schema is \"%.64s\", expected %s", schema,
 			AB_RESULT_SCHEMA);
 	const json_t *v = json_object_get(doc, "verdict");

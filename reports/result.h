@@ -16,7 +16,13 @@
  *              tier, regression, confirmed, label, confirmation {n_pairs, ratio, hi, confirmed}?},
  *   gates[] {name, model, value, threshold, op, pass, error, advisory, detail,
  *            label (what a failure applies; null for an advisory gate)},
- *   samples[] {side, pair, order, batch, model, ctx, metric, value, ok, reason, t_start_ns, t_end_ns},
+ *   samples[] {side, pair, order, batch, model, ctx, metric, value, ok, reason, t_start_ns, t_end_ns,
+ *              reps, rep_values [..], harness_ms, engine_ms, deferred_ms, stats {..}|null},
+ *              (/2: value is the median of `reps` timed requests; /1 documents hold one request each)
+ *   engine_clock {threshold, flagged, worst, series[] {model, metric, ctx, base_ratio, head_ratio,
+ *                 flagged}}  (guards/clock.h; absent when no SUT reported stats),
+ *   calibration {..}  the suite's latest abgate.calibration/1 document at evaluation time, without
+ *                 its per-run list (evaluator/pipeline/calibrate.h; absent when the suite was never calibrated),
  *   failures {infra, reason, base {total, failed, crash, timeout, oom, protocol, other, example},
  *             head {..}},
  *   timing {build_s, models_s, measure_s, accuracy_s, total_s},
@@ -29,11 +35,13 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "clock.h"
 #include "sample.h"
 #include "speed.h"
 #include "verdict.h"
 
-#define AB_RESULT_SCHEMA "abgate.result/1"
+#define AB_RESULT_SCHEMA "abgate.result/2"
+#define AB_RESULT_SCHEMA_V1 "abgate.result/1"  /* still loaded: sample values were single requests */
 #define AB_RESULT_MAX_BYTES (64u * 1024 * 1024)   /* larger stored documents are refused */
 #define AB_RESULT_LOG_TAIL_MAX 8192               /* build log tails are cut to their last bytes */
 
@@ -71,6 +79,7 @@ struct ab_result_input {
 	size_t n_gates;
 	const struct ab_sample *samples;
 	size_t n_samples;
+	const struct ab_clock_check *clock; /* NULL: no engine_clock section */
 	struct ab_result_build build_base, build_head;
 	struct ab_result_timing timing;
 	const char *trigger;                /* "cli", "webhook pr#7", may be NULL */

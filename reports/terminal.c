@@ -4,6 +4,7 @@
  * added around already padded cells so they never disturb the alignment.
  */
 #include "terminal.h"
+#include "calibration.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -235,6 +236,12 @@ int ab_terminal_render(char **out, const json_t *result, int color)
 	if (method) {
 		ab_text_puts(&t, "\n\n  method: ");
 		ab_text_plain(&t, method, 800);
+		char cite[512];
+		ab_calibration_cite(cite, sizeof(cite), json_object_get(result, "calibration"));
+		if (cite[0]) {
+			ab_text_puts(&t, "\n  calibration: ");
+			ab_text_plain(&t, cite, 500);
+		}
 	}
 	ab_text_puts(&t, "\n");
 	if (t.failed || (*out = ab_text_take(&t)) == NULL) {

@@ -49,6 +49,12 @@
  *   score_ascending 0|1 list each position's "top" entries least likely first (the protocol does
  *                      not order them) (0)
  *   quit_exit C        exit code on quit (0)
+ *   first_use_ms X     the first request of each prompt length in a process pays X ms more prefill
+ *                      (inside prefill_ms too), like a lazily set-up shape (0)
+ *   clock_lie F        the stats' prefill_ms and decode_ms are divided by F: the engine claims to be
+ *                      F times faster than it is (1)
+ *   early_done 0|1     send "done" right after "first" and do the decode work afterwards, before
+ *                      reading the next request (an engine that answers before the work is done) (0)
  *
  * Speculative decoding (Contract 1's "spec"), greedy and so token-exact unless told otherwise:
  *   draft PATH         started with a draft (any non-empty value, e.g. --draft {draft}): the ready line
@@ -109,7 +115,8 @@ static struct setting settings[] = {
 	{"quit_exit", 0, NULL}, {"draft", 0, NULL}, {"block_size", 16, NULL}, {"accept_len", 4, NULL},
 	{"accept_spread", 0.3, NULL}, {"verify_cost", 1, NULL}, {"draft_cost", 0.6, NULL}, {"draft_speed", 1, NULL},
 	{"spec_disabled", 0, NULL}, {"spec_diverge_at", -1, NULL}, {"spec_diverge_file", 0, NULL},
-	{"spec_diverge_count", 1, NULL}, {"spec_stats_lie", 1, NULL},
+	{"spec_diverge_count", 1, NULL}, {"spec_stats_lie", 1, NULL}, {"first_use_ms", 0, NULL},
+	{"clock_lie", 1, NULL}, {"early_done", 0, NULL},
 };
 
 static struct setting *find_setting(const char *key, size_t len)
@@ -634,6 +641,22 @@ static void spec_plan_make(struct spec_plan *sp, uint64_t h, int n)
 	}
 }
 
+/* 1 the first time a prompt length is seen by this process (first_use_ms), 0 after. */
+static int first_use(size_t len)
+{
+	static size_t seen[1024];
+	static size_t n_seen;
+	for (size_t i = 0; i < n_seen; i++)
+		if (seen[i] == len)
+			return 0;
+	if (n_seen < sizeof(seen) / sizeof(seen[0]))
+		seen[n_seen++] = len;
+	return 1;
+}
+
+static void print_done(const char *id, uint64_t h, int n, int speculative, const struct spec_plan *sp_in,
+	double prefill_ms, double decode_ms);
+
 static void do_generate(const struct jv *req, const char *id)
 {
 	const struct jv *prompt = get(req, "prompt"), *max = get(req, "max_tokens"), *spec = get(req, "spec");
@@ -659,6 +682,8 @@ static void do_generate(const struct jv *req, const char *id)
 	double t0 = now_s(CLOCK_MONOTONIC);
 	double prefill_s = prefill_rate > 0 ? prompt->n / prefill_rate * factor * noise_factor() : 0;
 	double token_s = decode_rate > 0 ? factor * noise_factor() / decode_rate : 0;
+	if (num("first_use_ms") > 0 && first_use(prompt->n))
+		prefill_s += num("first_use_ms") / 1e3;
 	if (prefill_s > 0)
 		sleep_until(t0 + prefill_s);
 	double t_first = now_s(CLOCK_MONOTONIC);
@@ -668,18 +693,34 @@ static void do_generate(const struct jv *req, const char *id)
 	struct spec_plan sp = { n - 1, 1.0, 0 };
 	if (speculative)
 		spec_plan_make(&sp, h, n);
+	double lie = num("clock_lie") > 0 ? num("clock_lie") : 1;
+	int early = num("early_done") != 0;
+	double t_work = t_first;   /* early_done: the decode work starts after the done line */
+	if (early) {
+		print_done(id, h, n, speculative, &sp, (t_first - t0) * 1e3 / lie, 0.0);
+		t_work = now_s(CLOCK_MONOTONIC);
+	}
 	if (token_s > 0) {
 		if (speculative) {  /* a step of tau tokens costs a verify window and a draft pass */
 			double step_s = token_s * (num("spec_disabled") ? 1.0 : num("verify_cost") +
 				num("draft_cost") / (num("draft_speed") > 0 ? num("draft_speed") : 1));
 			for (int k = 1; k <= sp.steps; k++)
-				sleep_until(t_first + k * step_s);
+				sleep_until(t_work + k * step_s);
 		} else {
 			for (int i = 1; i < n; i++)
-				sleep_until(t_first + i * token_s);
+				sleep_until(t_work + i * token_s);
 		}
 	}
 	double t_done = now_s(CLOCK_MONOTONIC);
+	if (!early)
+		print_done(id, h, n, speculative, &sp, (t_first - t0) * 1e3 / lie, (t_done - t_first) * 1e3 / lie);
+}
+
+static void print_done(const char *id, uint64_t h, int n, int speculative, const struct spec_plan *sp_in,
+	double prefill_ms, double decode_ms)
+{
+	struct spec_plan sp = *sp_in;
+	int vocab = (int)num("vocab");
 	int n_out = active("short_after") ? n - 1 : n;
 	printf("{\"id\":%s,\"event\":\"done\",\"tokens\":[", active("wrong_id_after") ? "987654321" : id);
 	int diverge_at = (int)num("diverge_at");
@@ -689,7 +730,7 @@ static void do_generate(const struct jv *req, const char *id)
 		uint64_t t = mix64(h + (uint64_t)i) + (diverge_at >= 0 && i >= diverge_at);
 		printf(i ? ",%d" : "%d", (int)(t % (uint64_t)vocab));
 	}
-	printf("],\"stats\":{\"prefill_ms\":%.3f,\"decode_ms\":%.3f", (t_first - t0) * 1e3, (t_done - t_first) * 1e3);
+	printf("],\"stats\":{\"prefill_ms\":%.3f,\"decode_ms\":%.3f", prefill_ms, decode_ms);
 	if (speculative) {
 		int block = (int)num("block_size");
 		printf(",\"target_steps\":%d,\"drafted\":%ld,\"accepted\":%d,\"accept_mean\":%.6f", sp.steps,

@@ -18,12 +18,14 @@
 #include "acc.h"
 #include "accuracy.h"
 #include "build.h"
+#include "clock.h"
 #include "env.h"
 #include "error.h"
 #include "fs.h"
 #include "log.h"
 #include "measure.h"
 #include "models.h"
+#include "decide.h"
 #include "proc.h"
 #include "repo.h"
 #include "sandbox.h"
@@ -56,16 +58,16 @@ struct eval {
 	char **draft_paths;              /* per model, NULL entries for models without a draft */
 	struct ab_samples samples;
 	struct ab_speed_result *speed;
-	struct ab_speed_policy policy;
-	struct ab_speed_metric_rule rules[5]; /* policy.rules: the suite's floors and tiers per metric */
-	double spec_tiers[AB_TIER_COUNT];
-	const char *model_names[AB_SUITE_MODELS_MAX]; /* suite order, primary first (policy.models) */
+	struct ab_decide policy;         /* the suite's decision procedure (policy.h) */
 	struct ab_measure_report measure;
 	struct ab_accuracy_result accuracy;
 	struct ab_gate_result greedy[AB_SUITE_MODELS_MAX];  /* advisory greedy-agreement gate per model */
 	size_t n_greedy;
 	struct ab_gate_result spec_exact[AB_SUITE_MODELS_MAX]; /* spec_exact gate per model with a draft */
 	size_t n_spec_exact;
+	struct ab_clock_check *clock;    /* engine clock vs the harness's (guards/clock.h), NULL if none */
+	struct ab_gate_result clock_gates[AB_SUITE_MODELS_MAX]; /* advisory engine_clock gate per model */
+	size_t n_clock_gates;
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
 	struct ab_sandbox_config sandbox;  /* options' or the defaults (strings borrowed) */
 	char sandbox_version[64];        /* "bubblewrap 0.8.0" once probed */
@@ -152,41 +154,29 @@ static int suite_load(struct eval *E)
 	return error;
 }
 
+/* The suite's latest calibration (abgate calibrate), which the method line cites: its FPR, noise and
+ * MDE figures (the per-run list stays in the store). */
+static void calibration_cite(struct eval *E, json_t *doc)
+{
+	char *text = NULL;
+	int64_t id = 0;
+	if (E->store == NULL || E->suite == NULL ||
+	    ab_store_calibration_latest(&text, &id, E->store, E->suite->name) < 0)
+		return;
+	json_t *c = json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_object(c)) {
+		json_decref(c);
+		return;
+	}
+	json_object_del(c, "evaluations");
+	json_object_set_new(c, "id", json_integer(id));
+	json_object_set_new(doc, "calibration", c);
+}
+
 static void policy_from_suite(struct eval *E)
 {
-	const struct ab_suite *s = E->suite;
-	struct ab_speed_policy *p = &E->policy;
-	ab_speed_policy_init(p);
-	p->margin = s->speed.margin;
-	p->regression_ratio = s->speed.regression_ratio;
-	p->alpha = s->speed.alpha;
-	p->method = s->speed.method == AB_SUITE_METHOD_BOOTSTRAP ? AB_SPEED_BOOTSTRAP_BCA : AB_SPEED_WILCOXON;
-	p->seed = E->seed;
-	p->max_failed_fraction = s->speed.max_failed_fraction;
-	p->pairs_min = E->o->pairs_min > 0 ? E->o->pairs_min : s->speed.pairs_min;
-	p->pairs_max = E->o->pairs_max > 0 ? E->o->pairs_max : s->speed.pairs_max;
-	if (p->pairs_max < p->pairs_min)
-		p->pairs_max = p->pairs_min;
-	p->confirm_pairs = s->speed.confirm_pairs;
-	for (int t = 0; t < AB_TIER_COUNT && t < AB_SUITE_TIER_COUNT; t++)
-		p->tiers[t] = s->tiers[t].min_gain;
-	for (int m = 0; m < s->model_count; m++)
-		E->model_names[m] = s->models[m].name;
-	p->models = E->model_names;
-	p->n_models = (size_t)s->model_count;
-	/* The speed rules with the suite's spec floors and tiers (speed.h documents the defaults). */
-	for (int t = 0; t < AB_TIER_COUNT && t < AB_SUITE_TIER_COUNT; t++)
-		E->spec_tiers[t] = s->spec.tiers[t].min_gain;
-	const struct ab_speed_metric_rule rules[] = {
-		{ AB_METRIC_DECODE, -1.0, 1, 0, 0, NULL, NULL, 0 },
-		{ AB_METRIC_PREFILL, -1.0, 1, 0, 0, NULL, NULL, 0 },
-		{ AB_METRIC_SPEC, -1.0, 1, s->spec.regression_ratio, 0, E->spec_tiers, NULL, 1 },
-		{ AB_METRIC_TAU, -1.0, 1, s->spec.tau_floor_ratio, 1, NULL, "tau-regression", 1 },
-		{ AB_METRIC_SPEC_SPEEDUP, -1.0, 0, 0, 1, NULL, NULL, 1 },
-	};
-	memcpy(E->rules, rules, sizeof(rules));
-	p->rules = E->rules;
-	p->n_rules = sizeof(rules) / sizeof(rules[0]);
+	ab_decide_from_suite(&E->policy, E->suite, E->seed, E->o->pairs_min, E->o->pairs_max);
 }
 
 static int checkout_and_build(struct eval *E)
@@ -333,7 +323,7 @@ static int measure(struct eval *E)
 		.suite = E->suite,
 		.sut = { suts[0], suts[1] },
 		.seed = E->seed,
-		.policy = &E->policy,
+		.policy = &E->policy.speed,
 		.log_dir = log_dir,
 		.spec_corpus = spec_corpus,
 		.store = E->store,
@@ -371,6 +361,13 @@ static void measure_gates(struct eval *E)
 		if (E->suite->models[m].has_draft)
 			ab_spec_exact_gate(&E->spec_exact[E->n_spec_exact++], E->suite->models[m].name,
 				&E->measure.spec_exact[m][AB_SIDE_BASE], &E->measure.spec_exact[m][AB_SIDE_HEAD]);
+	if (ab_clock_check(&E->clock, E->samples.v, E->samples.n, E->suite->speed.engine_clock_ratio) < 0) {
+		AB_WARN("engine clock check: %s", ab_error_last());
+		return;
+	}
+	for (int m = 0; m < E->suite->model_count; m++)
+		E->n_clock_gates += (size_t)ab_clock_gate(&E->clock_gates[E->n_clock_gates], E->clock,
+			E->suite->models[m].name);
 }
 
 static int accuracy(struct eval *E)
@@ -517,7 +514,7 @@ static int conclude(json_t **out_result, struct eval *E)
 	const char **changed = NULL, **watched = NULL, *touched[64];
 	size_t n_changed = E->n_changes, n_watched = 0, n_touched = 0;
 	struct ab_verdict verdict;
-	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + 2 * AB_SUITE_MODELS_MAX];
+	struct ab_gate_result gates[AB_ACCURACY_MAX_MODELS * AB_ACCURACY_GATES_PER_MODEL + 3 * AB_SUITE_MODELS_MAX];
 	size_t n_gates = 0;
 	json_t *env = NULL, *doc = NULL;
 	char created[32], detail[2][320];
@@ -553,6 +550,8 @@ static int conclude(json_t **out_result, struct eval *E)
 		gates[n_gates++] = E->greedy[i];
 	for (size_t i = 0; i < E->n_spec_exact; i++)
 		gates[n_gates++] = E->spec_exact[i];
+	for (size_t i = 0; i < E->n_clock_gates; i++)
+		gates[n_gates++] = E->clock_gates[i];
 	const char *spec_kind = NULL;
 	for (int m = 0; E->suite && m < E->suite->model_count && !spec_kind; m++)
 		if (E->measure.spec_kind[m][0])
@@ -572,6 +571,9 @@ static int conclude(json_t **out_result, struct eval *E)
 		.n_harness_touched = n_touched,
 	};
 	ab_verdict_decide(&verdict, &vin);
+	if (E->clock && E->clock->flagged && verdict.n_notes < AB_VERDICT_NOTES_MAX)
+		snprintf(verdict.notes[verdict.n_notes++], sizeof(verdict.notes[0]), "%s: %.200s (threshold %.2fx); "
+			"the verdict uses the harness's clock.", AB_CLOCK_WARNING, E->clock->worst_where, E->clock->threshold);
 
 	env = environment(E);
 	E->timing.total_s = seconds_since(E->t0);
@@ -592,6 +594,7 @@ static int conclude(json_t **out_result, struct eval *E)
 		.n_gates = n_gates,
 		.samples = E->samples.v,
 		.n_samples = E->samples.n,
+		.clock = E->clock,
 		.timing = E->timing,
 		.trigger = E->o->trigger ? E->o->trigger : "cli",
 		.created_at = created,
@@ -619,6 +622,7 @@ static int conclude(json_t **out_result, struct eval *E)
 	json_t *spec = spec_json(E);
 	if (spec)
 		json_object_set_new(doc, "spec", spec);
+	calibration_cite(E, doc);
 
 	switch (verdict.kind) {
 	case AB_VERDICT_REJECT: status = AB_EVAL_REJECT; break;
@@ -682,6 +686,7 @@ static void eval_free(struct eval *E)
 		ab_models_free(E->draft_paths, E->suite->model_count);
 	}
 	ab_speed_result_free(E->speed);
+	ab_clock_check_free(E->clock);
 	ab_samples_free(&E->samples);
 	ab_measure_report_clear(&E->measure);
 	ab_accuracy_result_clear(&E->accuracy);

@@ -1,10 +1,9 @@
 /*
- * measure.c - the interleaved A/B measurement loop (see measure.h). One pair = for every model,
- * one fresh SUT process per side in the schedule's order; one process = ready line, a discarded
- * warm-up request, then one timed generate per context. Faults are retried once per process and
- * otherwise become failed samples carrying the fault's reason.
+ * measure.c - the interleaved A/B measurement loop (see measure.h): pairs, sides, retries and the
+ * adaptive plan. One SUT process's requests live in measure_process.c. Faults are retried once per
+ * process and otherwise become failed samples carrying the fault's reason.
  */
-#include "measure.h"
+#include "measure_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -18,14 +17,8 @@
 #include "schedule.h"
 #include "sut.h"
 
-#define WARMUP_TOKENS 4
 #define CONSECUTIVE_FAILS_STOP 3    /* a side failing this many processes in a row stops the loop */
-#define SLOTS_MAX AB_SUITE_CONTEXTS_MAX   /* distinct contexts one process measures */
-#define SPEC_METRICS 3                    /* spec_decode_tps, tau, spec_speedup per spec context */
-#define PROCESS_SAMPLES_MAX (2 * SLOTS_MAX + SPEC_METRICS * SLOTS_MAX)
-#define TAU_TOLERANCE 0.01                /* engine accept_mean vs the harness's tau */
-
-static const char *const spec_metrics[SPEC_METRICS] = { "spec_decode_tps", "tau", "spec_speedup" };
+#define SLOTS_MAX AB_MEASURE_SLOTS_MAX
 
 int ab_samples_push(struct ab_samples *samples, const struct ab_sample *sample)
 {
@@ -58,36 +51,6 @@ void ab_measure_report_clear(struct ab_measure_report *report)
 	memset(report, 0, sizeof(*report));
 }
 
-/* One (metric, ctx) the loop measures for every model, in request order. */
-struct slot {
-	int ctx;
-	int decode;      /* decode_tps wanted at this context */
-	int prefill;     /* prefill_tps wanted at this context */
-};
-
-/* The greedy tokens of one decode request, kept until the other side of the pair has answered. */
-struct answer {
-	int32_t *tokens;
-	int n;
-};
-
-struct loop {
-	const struct ab_measure_config *cfg;
-	struct ab_samples *samples;
-	struct ab_measure_report *report;
-	struct slot *slots;
-	int n_slots;
-	int max_ctx;
-	int spec_ctx[SLOTS_MAX];      /* spec contexts, ascending (measured for models with a draft) */
-	int n_spec;
-	uint32_t *prompt;             /* max_ctx ids */
-	int consecutive_fails[2];
-	char last_fault[2][192];      /* the latest fault of each side, for the stop reason */
-	int retry_budget;
-	int fatal;                    /* a configuration problem stopped the loop: no retry helps */
-	struct answer answers[2][SLOTS_MAX]; /* [side][slot]: the current model's latest process */
-};
-
 static const char *side_name(int side)
 {
 	return side == AB_SIDE_BASE ? "base" : "head";
@@ -100,7 +63,7 @@ static int cmp_int(const void *a, const void *b)
 }
 
 /* The union of decode and prefill contexts, ascending, each marked with what it measures. */
-static int slots_make(struct loop *L)
+static int slots_make(struct ab_measure_loop *L)
 {
 	const struct ab_suite_speed *sp = &L->cfg->suite->speed;
 	int n_all = sp->decode_count + sp->prefill_count;
@@ -122,7 +85,7 @@ static int slots_make(struct loop *L)
 	for (int i = 0; i < n_all; i++) {
 		if (L->n_slots > 0 && L->slots[L->n_slots - 1].ctx == all[i])
 			continue;
-		struct slot *s = &L->slots[L->n_slots++];
+		struct ab_measure_slot *s = &L->slots[L->n_slots++];
 		s->ctx = all[i];
 		for (int j = 0; j < sp->decode_count; j++)
 			s->decode |= sp->decode_contexts[j] == all[i];
@@ -132,6 +95,12 @@ static int slots_make(struct loop *L)
 			L->max_ctx = all[i];
 	}
 	free(all);
+	for (int i = 0; i < L->n_slots; i++) {     /* sample order: decode, prefill, first_prefill */
+		struct ab_measure_slot *s = &L->slots[i];
+		s->idx[0] = s->decode ? L->n_plain++ : -1;
+		s->idx[1] = s->prefill ? L->n_plain++ : -1;
+		s->idx[2] = s->prefill ? L->n_plain++ : -1;
+	}
 	const struct ab_suite_spec *spec = &L->cfg->suite->spec;
 	for (int i = 0; i < spec->count && L->n_spec < SLOTS_MAX; i++) {
 		int c = spec->contexts[i], k = L->n_spec++;
@@ -143,334 +112,41 @@ static int slots_make(struct loop *L)
 		if (c > L->max_ctx)
 			L->max_ctx = c;
 	}
+	L->reps = L->cfg->suite->speed.reps >= 1 ? L->cfg->suite->speed.reps : 1;
+	if (L->reps > AB_SAMPLE_REPS_MAX)
+		L->reps = AB_SAMPLE_REPS_MAX;
+	int most = L->n_slots > L->n_spec ? L->n_slots : L->n_spec;
+	L->rep = calloc((size_t)(most ? most : 1) * (size_t)L->reps, sizeof(*L->rep));
+	L->process = calloc(AB_MEASURE_PROCESS_SAMPLES_MAX, sizeof(*L->process));
 	L->prompt = malloc((size_t)(L->max_ctx > 0 ? L->max_ctx : 1) * sizeof(uint32_t));
+	if (L->rep == NULL || L->process == NULL)
+		return ab_error_set("measure: out of memory");
 	return L->prompt ? 0 : ab_error_set("measure: out of memory for a %d-token prompt", L->max_ctx);
-}
-
-/* One sample, failed with `reason` until measured. */
-static void sample_init(struct ab_sample *s, const struct loop *L, int side, int model, int pair, int order,
-	int batch, const char *metric, int ctx, const char *reason)
-{
-	memset(s, 0, sizeof(*s));
-	s->side = side;
-	s->pair = pair;
-	s->order = order;
-	s->batch = batch;
-	snprintf(s->model, sizeof(s->model), "%s", L->cfg->suite->models[model].name);
-	snprintf(s->metric, sizeof(s->metric), "%s", metric);
-	s->ctx = ctx;
-	s->value = NAN;
-	snprintf(s->reason, sizeof(s->reason), "%s", reason);
-}
-
-/* The samples one process yields, in request order, all failed with `reason` until measured.
- * Returns the count (at most PROCESS_SAMPLES_MAX). */
-static size_t process_samples_init(struct ab_sample *out, const struct loop *L, int side, int model,
-	int pair, int order, int batch, const char *reason)
-{
-	size_t n = 0;
-	for (int i = 0; i < L->n_slots; i++) {
-		if (L->slots[i].decode)
-			sample_init(&out[n++], L, side, model, pair, order, batch, "decode_tps", L->slots[i].ctx, reason);
-		if (L->slots[i].prefill)
-			sample_init(&out[n++], L, side, model, pair, order, batch, "prefill_tps", L->slots[i].ctx, reason);
-	}
-	for (int i = 0; L->cfg->suite->models[model].has_draft && i < L->n_spec; i++)
-		for (int k = 0; k < SPEC_METRICS; k++)
-			sample_init(&out[n++], L, side, model, pair, order, batch, spec_metrics[k], L->spec_ctx[i], reason);
-	return n;
-}
-
-static void samples_fail_from(struct ab_sample *v, size_t n, size_t from, const char *reason)
-{
-	for (size_t i = from; i < n; i++) {
-		v[i].ok = 0;
-		v[i].value = NAN;
-		snprintf(v[i].reason, sizeof(v[i].reason), "%s", reason);
-	}
-}
-
-static void answers_clear(struct loop *L, int side)
-{
-	for (int i = 0; i < SLOTS_MAX; i++) {
-		free(L->answers[side][i].tokens);
-		L->answers[side][i] = (struct answer){ NULL, 0 };
-	}
-}
-
-/* Counts one comparison of two token lists into a tally (compared, identical, and the earliest
- * divergence with the request it was seen in): greedy agreement and spec exactness both keep one. */
-static void tally_match(int *compared, int *identical, int *first_diff, int *diff_ctx, int *diff_pair,
-	const int32_t *a, int na, const int32_t *b, int nb, int ctx, int pair)
-{
-	int n = na < nb ? na : nb, k = 0;
-	while (k < n && a[k] == b[k])
-		k++;
-	(*compared)++;
-	if (k == n && na == nb) {
-		(*identical)++;
-	} else if (*first_diff < 0 || k < *first_diff) {
-		*first_diff = k;
-		*diff_ctx = ctx;
-		*diff_pair = pair;
-	}
 }
 
 /* Greedy agreement: compares the decode tokens both sides gave `model` in `pair` (the latest
  * process of each side, so a retried process counts once), then drops them. */
-static void agreement_add(struct loop *L, int model, int pair)
+static void agreement_add(struct ab_measure_loop *L, int model, int pair)
 {
 	struct ab_measure_agreement *a = &L->report->agreement[model];
 	for (int i = 0; i < L->n_slots; i++) {
-		const struct answer *b = &L->answers[AB_SIDE_BASE][i], *h = &L->answers[AB_SIDE_HEAD][i];
+		const struct ab_measure_answer *b = &L->answers[AB_SIDE_BASE][i], *h = &L->answers[AB_SIDE_HEAD][i];
 		if (b->tokens == NULL || h->tokens == NULL)
 			continue;
-		tally_match(&a->compared, &a->identical, &a->first_diff, &a->diff_ctx, &a->diff_pair,
+		ab_measure_tally(&a->compared, &a->identical, &a->first_diff, &a->diff_ctx, &a->diff_pair,
 			b->tokens, b->n, h->tokens, h->n, L->slots[i].ctx, pair);
 	}
-	answers_clear(L, AB_SIDE_BASE);
-	answers_clear(L, AB_SIDE_HEAD);
-}
-
-/* Stops the whole loop for a reason re-running cannot change (a configuration problem). */
-static void loop_fatal(struct loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void loop_fatal(struct loop *L, const char *fmt, ...)
-{
-	if (L->report->stopped_early)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(L->report->stop_reason, sizeof(L->report->stop_reason), fmt, ap);
-	va_end(ap);
-	L->report->stopped_early = 1;
-	L->fatal = 1;
-}
-
-/* The prompt of one spec request into L->prompt: cut from spec.prompts when the suite names a
- * corpus, else seeded random ids; keyed by (seed, model, ctx, pair) either way, so base and head of a
- * pair get the same one. A corpus that cannot serve it stops the loop. */
-static int spec_prompt(struct loop *L, const char *model, int ctx, int pair, uint32_t vocab)
-{
-	char key[96];
-	snprintf(key, sizeof(key), "%s/spec", model);
-	if (L->cfg->spec_corpus == NULL)
-		return ab_schedule_prompt(L->prompt, L->cfg->seed, key, ctx, pair, vocab);
-	struct ab_schedule_windows *w = NULL;
-	snprintf(key, sizeof(key), "%s/spec/%d", model, pair);
-	if (ab_schedule_windows_make(&w, L->cfg->seed, key, 1, ctx, L->cfg->spec_corpus, vocab) < 0) {
-		loop_fatal(L, "spec.prompts %s: %.180s", L->cfg->spec_corpus, ab_error_last());
-		return -1;
-	}
-	memcpy(L->prompt, w->tokens, (size_t)ctx * sizeof(uint32_t));
-	ab_schedule_windows_free(w);
-	return 0;
-}
-
-/* Fills the three spec samples of one context from a plain and a speculative answer. A speculative
- * answer whose stats are missing, malformed, or whose accept_mean disagrees with the harness's tau
- * by more than TAU_TOLERANCE fails all three (a protocol fault of that sample, not of the process). */
-static void spec_samples_fill(struct ab_sample *out, struct ab_spec_exact *e,
-	const struct ab_sut_gen *plain, const struct ab_sut_gen *spec)
-{
-	struct ab_sut_spec_stats st;
-	char why[192] = "";
-	double tau = NAN;
-	if (ab_sut_parse_spec_stats(&st, spec->stats, spec->n_tokens) < 0) {
-		snprintf(why, sizeof(why), "protocol: spec stats: %.160s", ab_error_last());
-	} else {
-		tau = (double)(spec->n_tokens - 1) / st.target_steps;
-		if (fabs(st.accept_mean / tau - 1.0) > TAU_TOLERANCE)
-			snprintf(why, sizeof(why), "protocol: the engine's accept_mean %.4g disagrees with the "
-				"harness's tau %.4g (%d tokens in %d target steps)", st.accept_mean, tau,
-				spec->n_tokens, st.target_steps);
-	}
-	double values[SPEC_METRICS] = { spec->decode_tps, tau, spec->decode_tps / plain->decode_tps };
-	for (int k = 0; k < SPEC_METRICS; k++) {
-		out[k].t_start_ns = spec->t_write_ns;
-		out[k].t_end_ns = spec->t_done_ns;
-		if (why[0]) {
-			snprintf(out[k].reason, sizeof(out[k].reason), "%s", why);
-		} else if (isfinite(values[k]) && values[k] > 0) {
-			out[k].ok = 1;
-			out[k].value = values[k];
-			out[k].reason[0] = '\0';
-		} else {
-			snprintf(out[k].reason, sizeof(out[k].reason), "protocol: %s of %g is not a positive value",
-				out[k].metric, values[k]);
-		}
-	}
-	if (why[0]) {
-		if (e->stats_faults++ == 0)
-			snprintf(e->stats_example, sizeof(e->stats_example), "%.150s", why + strlen("protocol: "));
-	}
-}
-
-/*
- * The spec part of one process: a discarded speculative warm-up, then for each spec context the same
- * prompt plain and speculatively (plain first in even pairs at even context indices, alternating).
- * v points at the first spec sample. Returns 0, or -1 with *fault set (the caller fails the rest).
- */
-static int spec_run(struct loop *L, struct ab_sample *v, size_t *done, ab_sut *sut, int side, int model,
-	int pair, uint32_t vocab, struct ab_sut_fault *fault)
-{
-	const struct ab_suite_spec *spec = &L->cfg->suite->spec;
-	const char *model_name = L->cfg->suite->models[model].name;
-	struct ab_spec_exact *e = &L->report->spec_exact[model][side];
-	struct ab_sut_gen gen[2] = { { 0 }, { 0 } };   /* [0] plain, [1] speculative */
-	int error = -1;
-
-	if (!ab_sut_spec(sut)->present) {
-		fault->kind = AB_SUT_PROTOCOL;
-		snprintf(fault->reason, sizeof(fault->reason), "model %s: the SUT's ready line has no \"spec\": it "
-			"was started without a draft, so speculative decoding cannot be measured", model_name);
-		loop_fatal(L, "%s SUT: %s", side_name(side), fault->reason);
-		return -1;
-	}
-	if (L->report->spec_kind[model][0] == '\0') {
-		snprintf(L->report->spec_kind[model], sizeof(L->report->spec_kind[model]), "%s", ab_sut_spec(sut)->kind);
-		L->report->spec_block[model] = ab_sut_spec(sut)->block_size;
-	}
-	if (spec_prompt(L, model_name, L->spec_ctx[0], -1, vocab) < 0)
-		goto prompt_failed;
-	if (ab_sut_generate(&gen[1], fault, sut, (const int32_t *)L->prompt, L->spec_ctx[0], WARMUP_TOKENS, 1) < 0)
-		goto cleanup;
-	ab_sut_gen_clear(&gen[1]);
-	for (int i = 0; i < L->n_spec; i++) {
-		int ctx = L->spec_ctx[i], first = (pair + i) % 2;   /* 0: plain first */
-		if (spec_prompt(L, model_name, ctx, pair, vocab) < 0)
-			goto prompt_failed;
-		for (int k = 0; k < 2; k++) {
-			int speculative = k == 0 ? first : 1 - first;
-			if (ab_sut_generate(&gen[speculative], fault, sut, (const int32_t *)L->prompt, ctx, spec->gen_tokens,
-				speculative) < 0)
-				goto cleanup;
-		}
-		tally_match(&e->compared, &e->identical, &e->first_diff, &e->diff_ctx, &e->diff_pair,
-			gen[0].tokens, gen[0].n_tokens, gen[1].tokens, gen[1].n_tokens, ctx, pair);
-		spec_samples_fill(&v[*done], e, &gen[0], &gen[1]);
-		*done += SPEC_METRICS;
-		ab_sut_gen_clear(&gen[0]);
-		ab_sut_gen_clear(&gen[1]);
-	}
-	error = 0;
-	goto cleanup;
-prompt_failed:
-	fault->kind = AB_SUT_PROTOCOL;
-	snprintf(fault->reason, sizeof(fault->reason), "%.250s", L->report->stop_reason);
-cleanup:
-	ab_sut_gen_clear(&gen[0]);
-	ab_sut_gen_clear(&gen[1]);
-	return error;
-}
-
-/*
- * One SUT process: start, warm up, one generate per slot. Fills v (n entries, pre-initialised in
- * slot order) and returns 0 when every request succeeded, 1 when a fault cut it short (fault set).
- */
-static int process_run(struct loop *L, struct ab_sample *v, size_t n, int side, int model,
-	int pair, struct ab_sut_fault *fault)
-{
-	const struct ab_measure_config *cfg = L->cfg;
-	const struct ab_suite *suite = cfg->suite;
-	const struct ab_measure_sut *cmd = &cfg->sut[side][model];
-	const char *model_name = suite->models[model].name;
-	char log_path[4096];
-	ab_sut *sut = NULL;
-	struct ab_sut_gen gen = { 0 };
-	size_t done = 0;
-	int faulted = 1;
-
-	snprintf(log_path, sizeof(log_path), "%s/%s-%s.log", cfg->log_dir, side_name(side), model_name);
-	struct ab_sut_config sc = {
-		.argv = cmd->argv,
-		.env = cmd->env,
-		.cwd = cmd->cwd,
-		.stderr_log = log_path,
-		.ready_timeout_ms = suite->sut.ready_timeout_s * 1000,
-		.request_timeout_ms = suite->sut.request_timeout_s * 1000,
-	};
-	memset(fault, 0, sizeof(*fault));
-	answers_clear(L, side);
-	L->report->processes++;
-	if (ab_sut_start(&sut, fault, &sc) < 0)
-		goto cleanup;
-	if (L->report->ready[side] == NULL)
-		L->report->ready[side] = json_deep_copy(ab_sut_ready(sut));
-
-	uint32_t vocab = (uint32_t)ab_sut_vocab_size(sut);
-	if (L->report->vocab[model] == 0)
-		L->report->vocab[model] = vocab;
-	int warm_ctx = L->slots[0].ctx;
-	if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, warm_ctx, -1, vocab) < 0) {
-		fault->kind = AB_SUT_PROTOCOL;
-		snprintf(fault->reason, sizeof(fault->reason), "prompt: %s", ab_error_last());
-		goto cleanup;
-	}
-	if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, warm_ctx, WARMUP_TOKENS, 0) < 0)
-		goto cleanup;
-	ab_sut_gen_clear(&gen);
-
-	for (int i = 0; i < L->n_slots; i++) {
-		const struct slot *s = &L->slots[i];
-		int max_tokens = s->decode ? suite->speed.gen_tokens : 1;
-		if (ab_schedule_prompt(L->prompt, cfg->seed, model_name, s->ctx, pair, vocab) < 0) {
-			fault->kind = AB_SUT_PROTOCOL;
-			snprintf(fault->reason, sizeof(fault->reason), "prompt: %s", ab_error_last());
-			goto cleanup;
-		}
-		if (ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, s->ctx, max_tokens, 0) < 0)
-			goto cleanup;
-		if (s->decode) {   /* the tokens move to the answer; the sample fields below stay in gen */
-			L->answers[side][i] = (struct answer){ gen.tokens, gen.n_tokens };
-			gen.tokens = NULL;
-		}
-		for (int k = 0; k < 2; k++) {
-			int want = k == 0 ? s->decode : s->prefill;
-			if (!want)
-				continue;
-			struct ab_sample *out = &v[done++];
-			double value = k == 0 ? gen.decode_tps : gen.prefill_tps;
-			out->t_start_ns = gen.t_write_ns;
-			out->t_end_ns = gen.t_done_ns;
-			if (isfinite(value) && value > 0) {
-				out->ok = 1;
-				out->value = value;
-				out->reason[0] = '\0';
-			} else {
-				snprintf(out->reason, sizeof(out->reason), "protocol: %s of %g is not a positive rate",
-					out->metric, value);
-			}
-		}
-		ab_sut_gen_clear(&gen);
-	}
-	if (suite->models[model].has_draft && L->n_spec > 0 &&
-	    spec_run(L, v, &done, sut, side, model, pair, vocab, fault) < 0)
-		goto cleanup;
-	faulted = 0;
-
-cleanup:
-	ab_sut_gen_clear(&gen);
-	if (sut) {
-		struct ab_proc_status st;
-		if (ab_sut_quit(&st, sut) < 0 && !faulted)
-			AB_DEBUG("%s SUT did not quit cleanly: %s", side_name(side), ab_error_last());
-		ab_sut_free(sut);
-	}
-	if (faulted) {
-		char reason[192];
-		snprintf(reason, sizeof(reason), "%s: %.170s", ab_sut_fault_kind_name(fault->kind), fault->reason);
-		samples_fail_from(v, n, done, reason);
-	}
-	return faulted;
+	ab_measure_answers_clear(L, AB_SIDE_BASE);
+	ab_measure_answers_clear(L, AB_SIDE_HEAD);
 }
 
 /* One side of one pair for one model, with one retry on a fault. Appends and stores the samples. */
-static int side_run(struct loop *L, int side, int model, int pair, int order, int batch)
+static int side_run(struct ab_measure_loop *L, int side, int model, int pair, int order, int batch)
 {
-	struct ab_sample v[PROCESS_SAMPLES_MAX];
+	struct ab_sample *v = L->process;
 	struct ab_sut_fault fault;
-	size_t n = process_samples_init(v, L, side, model, pair, order, batch, "not measured");
-	int faulted = process_run(L, v, n, side, model, pair, &fault);
+	size_t n = ab_measure_process_init(v, L, side, model, pair, order, batch, "not measured");
+	int faulted = ab_measure_process_run(L, v, n, side, model, pair, &fault);
 
 	if (faulted && L->retry_budget > 0 && !L->fatal) {
 		struct ab_measure_report *r = L->report;
@@ -482,8 +158,8 @@ static int side_run(struct loop *L, int side, int model, int pair, int order, in
 		if (!L->cfg->quiet)
 			AB_WARN("%s SUT failed (%s: %s); retrying once", side_name(side),
 				ab_sut_fault_kind_name(fault.kind), fault.reason);
-		process_samples_init(v, L, side, model, pair, order, batch, "not measured");
-		faulted = process_run(L, v, n, side, model, pair, &fault);
+		ab_measure_process_init(v, L, side, model, pair, order, batch, "not measured");
+		faulted = ab_measure_process_run(L, v, n, side, model, pair, &fault);
 	}
 	L->consecutive_fails[side] = faulted ? L->consecutive_fails[side] + 1 : 0;
 	if (faulted) {
@@ -501,7 +177,7 @@ static int side_run(struct loop *L, int side, int model, int pair, int order, in
 	return 0;
 }
 
-static int pair_run(struct loop *L, int pair, int batch)
+static int pair_run(struct ab_measure_loop *L, int pair, int batch)
 {
 	int first = ab_schedule_first_side(L->cfg->seed, pair);
 	for (int model = 0; model < L->cfg->suite->model_count; model++) {
@@ -517,7 +193,7 @@ static int pair_run(struct loop *L, int pair, int batch)
 	return 0;
 }
 
-static void progress(const struct loop *L, int batch, int done, int target, int64_t t0, int64_t t_batch0)
+static void progress(const struct ab_measure_loop *L, int batch, int done, int target, int64_t t0, int64_t t_batch0)
 {
 	if (L->cfg->quiet)
 		return;
@@ -531,7 +207,7 @@ static void progress(const struct loop *L, int batch, int done, int target, int6
 int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *samples,
 	struct ab_measure_report *report, const struct ab_measure_config *cfg)
 {
-	struct loop L = { 0 };
+	struct ab_measure_loop L = { 0 };
 	struct ab_speed_result *speed = NULL;
 	int pairs_in_batch[2] = { 0, 0 };
 	int next_pair = 0, target_batch = 0, target_pairs, last_pairs;
@@ -558,6 +234,9 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 	size_t n_gating = 0;
 	for (int i = 0; i < L.n_slots; i++)
 		n_gating += (size_t)(L.slots[i].decode + L.slots[i].prefill);
+	if (cfg->suite->speed.gate_first_request)
+		for (int i = 0; i < L.n_slots; i++)
+			n_gating += (size_t)L.slots[i].prefill;
 	n_gating *= (size_t)cfg->suite->model_count;
 	for (int m = 0; m < cfg->suite->model_count; m++)      /* spec_decode_tps and tau gate too */
 		n_gating += cfg->suite->models[m].has_draft ? 2 * (size_t)L.n_spec : 0;
@@ -620,9 +299,11 @@ int ab_measure_run(struct ab_speed_result **out_speed, struct ab_samples *sample
 cleanup:
 	report->seconds = (ab_proc_now_ns() - t0) / 1e9;
 	ab_speed_result_free(speed);
-	answers_clear(&L, AB_SIDE_BASE);
-	answers_clear(&L, AB_SIDE_HEAD);
+	ab_measure_answers_clear(&L, AB_SIDE_BASE);
+	ab_measure_answers_clear(&L, AB_SIDE_HEAD);
 	free(L.slots);
 	free(L.prompt);
+	free(L.rep);
+	free(L.process);
 	return error;
 }

@@ -1,14 +1,17 @@
 /*
  * measure.h - the interleaved A/B measurement loop: pairs of fresh SUT processes (base and head in
- * the balanced random order of schedule.h), one discarded warm-up request per process, then one
- * timed `generate` per context, every value a struct ab_sample. For a model with a draft, each spec
- * context is answered twice by the same process, plain and speculative (the order alternating
- * between pairs): samples spec_decode_tps (harness clock), tau ((n - 1) / target_steps, checked
- * against the engine's accept_mean) and spec_speedup (spec / plain decode tok/s), and the
- * exactness record (speculative tokens must equal the plain ones). Adaptive: guards/speed.h says
- * after each look whether a decision is still open and how many pairs (or which confirmation
- * batch) to measure next. A SUT that crashes, hangs or prints garbage becomes failed samples with
- * their reason (after one automatic retry of that process), never an abgate failure.
+ * the balanced random order of schedule.h). One process (measure_process.c): a discarded warm-up,
+ * fence calibration, the shape warm-up (the first request of every context, its TTFT sampled as
+ * first_prefill_tps), then speed.reps timed passes over every context; each ab_sample is the median
+ * of its reps with the raw values, the harness interval and the engine's own stats beside it; a
+ * fence after each decode request charges work left over after `done` to that request. For a model
+ * with a draft, each spec context is answered plain and speculatively per rep (the order
+ * alternating): samples spec_decode_tps (harness clock), tau ((n - 1) / target_steps, checked
+ * against the engine's accept_mean) and spec_speedup (spec / plain decode tok/s), and the exactness
+ * record (speculative tokens must equal the plain ones). Adaptive: guards/speed.h says after each
+ * look whether a decision is still open and how many pairs (or which confirmation batch) to measure
+ * next. A SUT that crashes, hangs or prints garbage becomes failed samples with their reason (after
+ * one automatic retry of that process), never an abgate failure.
  */
 #ifndef AB_MEASURE_H
 #define AB_MEASURE_H

@@ -49,13 +49,29 @@ static const char *const migrations[AB_STORE_SCHEMA_VERSION] = {
 	"CREATE TABLE cache ("
 	"  key TEXT PRIMARY KEY,"
 	"  value BLOB NOT NULL,"
-	"  created_at INTEGER NOT NULL);"          /* Unix ms */
+	"  created_at INTEGER NOT NULL);",          /* Unix ms */
+	/* 1 -> 2: steady-state reps and the engine clock beside each sample (struct ab_sample) */
+	"ALTER TABLE samples ADD COLUMN reps INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE samples ADD COLUMN rep_values TEXT;"     /* JSON array of the raw values */
+	"ALTER TABLE samples ADD COLUMN harness_ms REAL;"
+	"ALTER TABLE samples ADD COLUMN engine_ms REAL;"
+	"ALTER TABLE samples ADD COLUMN deferred_ms REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE samples ADD COLUMN stats TEXT;",        /* the engine's stats object, compact JSON */
+	/* 2 -> 3: calibrations (abgate calibrate), cited by later evaluations of the same suite */
+	"CREATE TABLE calibrations ("
+	"  id INTEGER PRIMARY KEY,"
+	"  created_at INTEGER NOT NULL,"            /* Unix ms */
+	"  repo TEXT, ref TEXT, sha TEXT,"
+	"  suite_name TEXT NOT NULL, suite_sha256 TEXT,"
+	"  runs INTEGER NOT NULL, false_positives INTEGER NOT NULL, fpr_upper REAL,"
+	"  result_json TEXT NOT NULL);"             /* the abgate.calibration/1 document */
+	"CREATE INDEX calibrations_by_suite ON calibrations(suite_name, id);",
 };
 
 enum statement {
 	ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
 	ST_EVAL_INSERT, ST_EVAL_UPDATE, ST_EVAL_FINISH, ST_EVAL_GET, ST_HISTORY,
-	ST_SAMPLE_INSERT, ST_SAMPLES_GET, ST_CACHE_GET, ST_CACHE_PUT,
+	ST_SAMPLE_INSERT, ST_SAMPLES_GET, ST_CACHE_GET, ST_CACHE_PUT, ST_CALIB_INSERT, ST_CALIB_LATEST,
 	ST_COUNT
 };
 
@@ -83,12 +99,18 @@ static const char *const statement_sql[ST_COUNT] = {
 	[ST_HISTORY] = "SELECT " EVAL_COLUMNS " FROM evaluations ORDER BY id DESC LIMIT ?1",
 	[ST_SAMPLE_INSERT] =
 		"INSERT INTO samples (eval_id, side, pair, pair_order, batch, model, metric, ctx, value, ok, reason,"
-		" t_start_ns, t_end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+		" t_start_ns, t_end_ns, reps, rep_values, harness_ms, engine_ms, deferred_ms, stats)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
 	[ST_SAMPLES_GET] =
-		"SELECT side, pair, pair_order, batch, model, metric, ctx, value, ok, reason, t_start_ns, t_end_ns"
-		" FROM samples WHERE eval_id = ?1 ORDER BY rowid",
+		"SELECT side, pair, pair_order, batch, model, metric, ctx, value, ok, reason, t_start_ns, t_end_ns,"
+		" reps, rep_values, harness_ms, engine_ms, deferred_ms, stats FROM samples WHERE eval_id = ?1 ORDER BY rowid",
 	[ST_CACHE_GET] = "SELECT value FROM cache WHERE key = ?1",
 	[ST_CACHE_PUT] = "INSERT OR REPLACE INTO cache (key, value, created_at) VALUES (?1, ?2, ?3)",
+	[ST_CALIB_INSERT] =
+		"INSERT INTO calibrations (created_at, repo, ref, sha, suite_name, suite_sha256, runs, false_positives,"
+		" fpr_upper, result_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_CALIB_LATEST] =
+		"SELECT id, result_json FROM calibrations WHERE suite_name = ?1 ORDER BY id DESC LIMIT 1",
 };
 
 static const char *const status_names[] = { "running", "done", "canceled", "error" };
@@ -551,6 +573,27 @@ static int insert_sample(ab_store *store, int64_t eval_id, const struct ab_sampl
 		sqlite3_bind_text(st, 11, s->reason, (int)strnlen(s->reason, sizeof(s->reason)), SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 12, s->t_start_ns);
 	sqlite3_bind_int64(st, 13, s->t_end_ns);
+	int reps = s->reps > 0 && s->reps <= AB_SAMPLE_REPS_MAX ? s->reps : 0;
+	char values[AB_SAMPLE_REPS_MAX * 32 + 4];
+	size_t len = 0;
+	values[len++] = '[';
+	for (int r = 0; r < reps; r++) {
+		if (isfinite(s->rep_values[r]))
+			len += (size_t)snprintf(values + len, sizeof(values) - len, "%s%.17g", r ? "," : "", s->rep_values[r]);
+		else
+			len += (size_t)snprintf(values + len, sizeof(values) - len, "%snull", r ? "," : "");
+	}
+	snprintf(values + len, sizeof(values) - len, "]");
+	sqlite3_bind_int(st, 14, reps);
+	if (reps > 0)
+		sqlite3_bind_text(st, 15, values, -1, SQLITE_TRANSIENT);
+	if (isfinite(s->harness_ms))
+		sqlite3_bind_double(st, 16, s->harness_ms);
+	if (isfinite(s->engine_ms))
+		sqlite3_bind_double(st, 17, s->engine_ms);
+	sqlite3_bind_double(st, 18, isfinite(s->deferred_ms) ? s->deferred_ms : 0);
+	if (s->stats[0])
+		sqlite3_bind_text(st, 19, s->stats, (int)strnlen(s->stats, sizeof(s->stats)), SQLITE_TRANSIENT);
 	return step_done(store, st, "inserting a sample");
 }
 
@@ -576,6 +619,29 @@ int ab_store_samples_add(ab_store *store, int64_t eval_id, const struct ab_sampl
 static void copy_text(char *dst, size_t size, const unsigned char *src)
 {
 	snprintf(dst, size, "%s", src ? (const char *)src : "");
+}
+
+/* The raw values of a stored sample: "[v, null, ...]" as written above; anything else leaves NAN. */
+static void rep_values_parse(struct ab_sample *s, const unsigned char *text)
+{
+	const char *p = text ? (const char *)text : "";
+	for (int r = 0; r < AB_SAMPLE_REPS_MAX; r++)
+		s->rep_values[r] = NAN;
+	if (*p++ != '[')
+		return;
+	for (int r = 0; r < s->reps && *p; r++) {
+		char *end;
+		if (strncmp(p, "null", 4) == 0) {
+			end = (char *)p + 4;
+		} else {
+			s->rep_values[r] = strtod(p, &end);
+			if (end == p)
+				return;
+		}
+		p = end;
+		if (*p == ',')
+			p++;
+	}
 }
 
 int ab_store_samples_get(struct ab_sample **out_samples, size_t *out_count, ab_store *store, int64_t eval_id)
@@ -611,6 +677,14 @@ int ab_store_samples_get(struct ab_sample **out_samples, size_t *out_count, ab_s
 		copy_text(s->reason, sizeof(s->reason), sqlite3_column_text(st, 9));
 		s->t_start_ns = sqlite3_column_int64(st, 10);
 		s->t_end_ns = sqlite3_column_int64(st, 11);
+		s->reps = sqlite3_column_int(st, 12);
+		if (s->reps < 0 || s->reps > AB_SAMPLE_REPS_MAX)
+			s->reps = 0;
+		rep_values_parse(s, sqlite3_column_text(st, 13));
+		s->harness_ms = sqlite3_column_type(st, 14) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 14);
+		s->engine_ms = sqlite3_column_type(st, 15) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 15);
+		s->deferred_ms = sqlite3_column_double(st, 16);
+		copy_text(s->stats, sizeof(s->stats), sqlite3_column_text(st, 17));
 	}
 	if (rc != SQLITE_DONE) {
 		db_error(store, rc, "reading samples");
@@ -681,4 +755,65 @@ int ab_store_cache_put(ab_store *store, const char *key, const void *value, size
 	sqlite3_bind_blob64(st, 2, value ? value : "", len, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 3, now_ms());
 	return step_done(store, st, "writing the cache");
+}
+
+/* --- calibrations -------------------------------------------------------------------------------- */
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *text)
+{
+	if (text)
+		sqlite3_bind_text(st, i, text, -1, SQLITE_TRANSIENT);
+}
+
+int ab_store_calibration_add(int64_t *out_id, ab_store *store, const struct ab_store_calibration *c)
+{
+	sqlite3_stmt *st = statement(store, ST_CALIB_INSERT);
+	if (!st)
+		return AB_ERROR;
+	if (c->suite_name == NULL || c->result_json == NULL)
+		return ab_error_setc(AB_EINVALID, "store: a calibration needs a suite name and a document");
+	sqlite3_bind_int64(st, 1, now_ms());
+	bind_text_or_null(st, 2, c->repo);
+	bind_text_or_null(st, 3, c->ref);
+	bind_text_or_null(st, 4, c->sha);
+	sqlite3_bind_text(st, 5, c->suite_name, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 6, c->suite_sha256);
+	sqlite3_bind_int(st, 7, c->runs);
+	sqlite3_bind_int(st, 8, c->false_positives);
+	if (isfinite(c->fpr_upper))
+		sqlite3_bind_double(st, 9, c->fpr_upper);
+	sqlite3_bind_text(st, 10, c->result_json, -1, SQLITE_TRANSIENT);
+	if (step_done(store, st, "inserting a calibration") < 0)
+		return AB_ERROR;
+	if (out_id)
+		*out_id = sqlite3_last_insert_rowid(store->db);
+	return 0;
+}
+
+int ab_store_calibration_latest(char **out_json, int64_t *out_id, ab_store *store, const char *suite_name)
+{
+	sqlite3_stmt *st = statement(store, ST_CALIB_LATEST);
+	int rc, error = AB_ENOTFOUND;
+	if (!st)
+		return AB_ERROR;
+	sqlite3_bind_text(st, 1, suite_name ? suite_name : "", -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *text = sqlite3_column_text(st, 1);
+		char *copy = strdup(text ? (const char *)text : "");
+		if (copy == NULL) {
+			error = ab_error_set("store: out of memory");
+		} else {
+			*out_json = copy;
+			if (out_id)
+				*out_id = sqlite3_column_int64(st, 0);
+			error = 0;
+		}
+	} else if (rc != SQLITE_DONE) {
+		error = db_error(store, rc, "reading the latest calibration");
+	} else {
+		ab_error_setc(AB_ENOTFOUND, "store: no calibration of suite %s", suite_name ? suite_name : "");
+	}
+	sqlite3_reset(st);
+	return error;
 }

@@ -16,7 +16,7 @@
 typedef struct ab_store ab_store;
 
 /* The schema version this build writes; a file with a higher version is refused. */
-#define AB_STORE_SCHEMA_VERSION 1
+#define AB_STORE_SCHEMA_VERSION 3
 
 enum ab_store_status {
 	AB_STORE_RUNNING = 0,
@@ -114,5 +114,22 @@ int ab_store_cache_get(void **out_value, size_t *out_len, ab_store *store, const
 
 /* Inserts or replaces a cache entry. */
 int ab_store_cache_put(ab_store *store, const char *key, const void *value, size_t len);
+
+/* One calibration (abgate calibrate): strings borrowed for the call. */
+struct ab_store_calibration {
+	const char *repo, *ref, *sha;
+	const char *suite_name;         /* required */
+	const char *suite_sha256;
+	int runs, false_positives;
+	double fpr_upper;               /* NAN: unknown */
+	const char *result_json;        /* the abgate.calibration/1 document, required */
+};
+
+/* Stores a calibration; *out_id (may be NULL) receives its id. */
+int ab_store_calibration_add(int64_t *out_id, ab_store *store, const struct ab_store_calibration *calibration);
+
+/* The latest calibration of a suite: *out_json a malloc'd copy of its document (caller free()s),
+ * *out_id (may be NULL) its id. AB_ENOTFOUND when the suite was never calibrated. */
+int ab_store_calibration_latest(char **out_json, int64_t *out_id, ab_store *store, const char *suite_name);
 
 #endif

@@ -40,6 +40,14 @@
  *   speed.alpha               (0, 0.5)                           0.05
  *   speed.max_failed_fraction [0, 1)                             0.25
  *   speed.method              "wilcoxon" | "bootstrap"           "wilcoxon"
+ *   speed.reps                int in [1, 9]                      3 (timed requests per context and
+ *                             process; the sample is their median, every raw value is kept)
+ *   speed.gate_first_request  bool                               false (first_prefill_tps, each
+ *                             length's first request in a process, is reported; true: it gates)
+ *   speed.engine_clock_ratio  (1, 100]                           1.5 (the SUT's own stats claiming
+ *                             this much faster than the harness clock: engine-clock-disagrees)
+ *   speed.equivalence_level   (0.5, 1)                           0.90 (a series whose interval at
+ *                             this level lies inside the claim thresholds stops as neutral)
  *   accuracy                  object or null                     absent: accuracy disabled
  *     .enabled                bool                               true
  *     .windows                int in [1, 4096]                   4
@@ -102,6 +110,7 @@ struct ab_suite_sut {
 
 #define AB_SUITE_REFS_MAX 4
 #define AB_SUITE_MODELS_MAX 16     /* an evaluation keeps per-model state in arrays of this size */
+#define AB_SUITE_REPS_MAX 9       /* speed.reps upper bound (sample.h AB_SAMPLE_REPS_MAX) */
 #define AB_SUITE_CONTEXTS_MAX 32   /* distinct contexts of decode and prefill together, and spec
                                     * contexts (one SUT process measures them all) */
 
@@ -149,6 +158,10 @@ struct ab_suite_speed {
 	double alpha;                   /* family-wise error rate (two-sided CIs at 1 - alpha) */
 	double max_failed_fraction;     /* more failed samples than this is an infra error */
 	enum ab_suite_method method;
+	int reps;                       /* timed requests per context per process (median kept) */
+	int gate_first_request;         /* 1: first_prefill_tps gates like prefill_tps */
+	double engine_clock_ratio;      /* engine stats this much faster than the harness: a warning */
+	double equivalence_level;       /* two-sided level of the futility (equivalence) interval */
 };
 
 struct ab_suite_accuracy {

@@ -1,5 +1,5 @@
 /*
- * test_measure.c - the interleaved measurement loop (evaluator/measure.h) against the mock SUT:
+ * test_measure.c - the interleaved measurement loop (evaluator/pipeline/measure.h) against the mock SUT:
  * greedy agreement is counted once per decode request, identical or with the earliest divergence;
  * a side that keeps crashing is retried from the budget, each retried process counted once, and
  * stops the loop after three failed processes in a row.
@@ -17,7 +17,7 @@ static const char *suite_text =
 	" \"sut\":{\"command\":[\"sut\"],\"ready_timeout_s\":20,\"request_timeout_s\":20},"
 	" \"models\":[{\"name\":\"m\",\"path\":\"/nonexistent/m.bin\"}],"
 	" \"speed\":{\"decode\":{\"contexts\":[8,16],\"gen_tokens\":6},\"pairs_min\":2,\"pairs_max\":2,"
-	"            \"confirm_pairs\":0}}";
+	"            \"confirm_pairs\":0,\"reps\":1}}";
 
 struct run {
 	struct ab_suite *suite;
@@ -112,12 +112,13 @@ static void agreement(void)
 	run_free(&r);
 }
 
-/* The base crashes on its second timed request in every process: each process is retried while the
+/* The base crashes on its second timed request in every process (request 9: the warm-up, three
+ * fences, the two first requests, the 8-token request and its fence come before): each process is retried while the
  * budget lasts, the retry's tokens replace the first attempt's (one comparison per request), and
  * three failed processes in a row stop the loop with the reason. */
 static void retry_counts_once(void)
 {
-	static const char *const crash[] = { "--crash_after", "2", NULL };
+	static const char *const crash[] = { "--crash_after", "8", NULL };
 	struct run r;
 	run_measure(&r, crash, NULL);
 	CHECK_EQ(r.rc, 0);

@@ -36,7 +36,20 @@ static struct ab_sample make_sample(int i)
 		snprintf(s.reason, sizeof(s.reason), "crashed: signal 11");
 	s.t_start_ns = 1000000000LL * i + 17;
 	s.t_end_ns = s.t_start_ns + 123456789LL;
+	s.reps = i % 4;                 /* 0: a sample of the single-request design */
+	for (int r = 0; r < AB_SAMPLE_REPS_MAX; r++)
+		s.rep_values[r] = r < s.reps ? (r == 1 && i == 7 ? NAN : 99.5 + r + i * 0.125) : NAN;
+	s.harness_ms = i % 2 ? 12.5 + i : NAN;
+	s.engine_ms = i % 3 ? 11.25 + i : NAN;
+	s.deferred_ms = i == 4 ? 3.5 : 0;
+	if (i % 2)
+		snprintf(s.stats, sizeof(s.stats), "{\"prefill_ms\":%d.5}", i);
 	return s;
+}
+
+static int same_double(double a, double b)
+{
+	return isnan(a) ? isnan(b) : a == b;
 }
 
 static int same_sample(const struct ab_sample *a, const struct ab_sample *b)
@@ -44,7 +57,11 @@ static int same_sample(const struct ab_sample *a, const struct ab_sample *b)
 	return a->side == b->side && a->pair == b->pair && a->order == b->order && a->batch == b->batch &&
 	       strcmp(a->model, b->model) == 0 && strcmp(a->metric, b->metric) == 0 && a->ctx == b->ctx &&
 	       a->ok == b->ok && (a->ok ? a->value == b->value : isnan(b->value)) && strcmp(a->reason, b->reason) == 0 &&
-	       a->t_start_ns == b->t_start_ns && a->t_end_ns == b->t_end_ns;
+	       a->t_start_ns == b->t_start_ns && a->t_end_ns == b->t_end_ns && a->reps == b->reps &&
+	       same_double(a->rep_values[0], b->rep_values[0]) && same_double(a->rep_values[1], b->rep_values[1]) &&
+	       same_double(a->rep_values[2], b->rep_values[2]) && same_double(a->rep_values[3], b->rep_values[3]) &&
+	       same_double(a->harness_ms, b->harness_ms) && same_double(a->engine_ms, b->engine_ms) &&
+	       a->deferred_ms == b->deferred_ms && strcmp(a->stats, b->stats) == 0;
 }
 
 static int64_t round_trip(void)
@@ -104,6 +121,24 @@ static int64_t round_trip(void)
 	CHECK(ab_store_eval_update(store, id + 1000, &resolved) == AB_ENOTFOUND);
 	CHECK(ab_store_samples_add(store, id + 1000, samples, 3) < 0 && strstr(ab_error_last(), "FOREIGN KEY"));
 	CHECK(ab_store_samples_get(&got, &count, store, id + 1000) == 0 && count == 0);
+
+	/* calibrations: none yet, then the latest of a suite */
+	char *json = NULL;
+	int64_t cid = 0, latest = 0;
+	CHECK(ab_store_calibration_latest(&json, &latest, store, "cpu") == AB_ENOTFOUND);
+	struct ab_store_calibration cal = { .repo = "/tmp/repo", .ref = "main", .sha = "aaaa", .suite_name = "cpu",
+					    .runs = 10, .false_positives = 0, .fpr_upper = 0.259, .result_json = "{\"n\":1}" };
+	CHECK(ab_store_calibration_add(&cid, store, &cal) == 0 && cid > 0);
+	cal.result_json = "{\"n\":2}";
+	CHECK(ab_store_calibration_add(&cid, store, &cal) == 0);
+	cal.suite_name = "gpu";
+	cal.result_json = "{\"n\":3}";
+	CHECK(ab_store_calibration_add(NULL, store, &cal) == 0);
+	CHECK(ab_store_calibration_latest(&json, &latest, store, "cpu") == 0 && latest == cid);
+	CHECK(json && strcmp(json, "{\"n\":2}") == 0);
+	free(json);
+	cal.result_json = NULL;
+	CHECK(ab_store_calibration_add(NULL, store, &cal) == AB_EINVALID);
 	ab_store_close(store);
 	return id;
 }

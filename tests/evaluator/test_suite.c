@@ -185,6 +185,8 @@ static void test_suite_defaults_and_build_hash(void)
 	CHECK(a->speed.pairs_min == 6 && a->speed.pairs_max == 16 && a->speed.confirm_pairs == 6);
 	CHECK(a->speed.margin == 0.01 && a->speed.regression_ratio == 0.98 && a->speed.alpha == 0.05);
 	CHECK(a->speed.method == AB_SUITE_METHOD_WILCOXON);
+	CHECK(a->speed.reps == 3 && !a->speed.gate_first_request && a->speed.engine_clock_ratio == 1.5 &&
+	      a->speed.equivalence_level == 0.90);
 	CHECK(!a->accuracy.enabled && a->accuracy.windows == 4 && a->accuracy.window_len == 256);
 	CHECK(a->tiers[0].min_gain == 0.02 && a->tiers[2].min_gain == 0.06 && a->tiers[4].min_gain == 0.18);
 	CHECK(a->harness_path_count == 4 && strcmp(a->harness_paths[3], "ci/") == 0);
@@ -235,6 +237,11 @@ static void test_suite_errors(void)
 	expect_invalid(m, "speed", json_array(), "speed: expected an object", "got an empty array");
 	expect_invalid(f, "accuracy.greedy_check", json_integer(1), "accuracy.greedy_check: expected true or false", NULL);
 	expect_invalid(m, "speed.method", json_string("ttest"), "speed.method", "\"ttest\"");
+	expect_invalid(m, "speed.reps", json_integer(0), "speed.reps", NULL);
+	expect_invalid(m, "speed.reps", json_integer(AB_SUITE_REPS_MAX + 1), "speed.reps", NULL);
+	expect_invalid(m, "speed.engine_clock_ratio", json_real(1.0), "speed.engine_clock_ratio", NULL);
+	expect_invalid(m, "speed.equivalence_level", json_real(0.4), "speed.equivalence_level", NULL);
+	expect_invalid(m, "speed.gate_first_request", json_integer(1), "speed.gate_first_request", NULL);
 	expect_invalid(m, "schema", json_string("abgate.suite/2"), "schema: expected \"abgate.suite/1\"", NULL);
 	expect_invalid(f, "sut.env.OMP_NUM_THREADS", json_integer(2), "sut.env.OMP_NUM_THREADS: expected a string", NULL);
 	expect_invalid(f, "sut.env.1BAD", json_string("x"), "sut.env.1BAD: not a valid environment variable", NULL);

@@ -352,8 +352,8 @@ static void test_adaptive(void)
 	n = sim_pairs(buf, n, &sim, &rng, 4, 8, 0);
 	if ((r = decide(n, &p)) == NULL)
 		return;
+	printf("A/A look 1: look %d open %d next %d: %s\n", r->look, r->open, r->next_pairs, r->open_reason);
 	CHECK(r->look == 1 && r->open && r->next_pairs == 16);
-	printf("A/A look 1: open because %s\n", r->open_reason);
 	ab_speed_result_free(r);
 	/* Calling between looks changes nothing: the plan still names the next look. */
 	n = sim_pairs(buf, n, &sim, &rng, 8, 10, 0);
@@ -409,6 +409,9 @@ static void test_adaptive(void)
  * ratios `ratio` (all series), under the policy's looks (the evaluator's loop). Counts evaluations
  * with any regression claim (before confirmation) and with any tier claim.
  */
+static double family_pairs_mean, family_first_look;    /* of the latest family_rate call */
+static double family_sigma = 0.02, family_equivalence = 0.90;
+
 static void family_rate(double ratio, enum sim_noise noise, double drift, int looks, int pairs_min,
 	int pairs_max, int runs, uint64_t seed, double *out_reg, double *out_tier)
 {
@@ -420,14 +423,16 @@ static void family_rate(double ratio, enum sim_noise noise, double drift, int lo
 		series[i].ctx = ctx[i % 4];
 		series[i].ratio = ratio;
 	}
-	struct sim sim = { series, 8, noise, 0.02, 0.10, drift };
+	struct sim sim = { series, 8, noise, family_sigma, 0.10, drift };
 	struct ab_speed_policy p;
 	ab_speed_policy_init(&p);
+	p.equivalence_level = family_equivalence;
 	p.looks = looks;
 	p.pairs_min = pairs_min;
 	p.pairs_max = pairs_max;
 	p.confirm_pairs = 0;
-	int reg = 0, tier = 0;
+	int reg = 0, tier = 0, first_look = 0;
+	double pairs_sum = 0;
 	for (int i = 0; i < runs; i++) {
 		struct ab_rng rng;
 		ab_rng_seed(&rng, seed + (uint64_t)i);
@@ -446,10 +451,14 @@ static void family_rate(double ratio, enum sim_noise noise, double drift, int lo
 		}
 		reg += r->regression;
 		tier += r->tier >= 0;
+		pairs_sum += r->pairs;
+		first_look += r->look == 1;
 		ab_speed_result_free(r);
 	}
 	*out_reg = (double)reg / runs;
 	*out_tier = (double)tier / runs;
+	family_pairs_mean = pairs_sum / runs;
+	family_first_look = (double)first_look / runs;
 }
 
 /* alpha plus three binomial standard deviations for `runs` evaluations. */
@@ -492,6 +501,97 @@ static void test_fpr_adaptive(void)
 	family_rate(1.0, SIM_NORMAL, -0.002, 3, 10, 30, runs, 700000, &reg, &tier);
 	printf("adaptive A/A, drift -0.2%%/run: regression %.4f, tier %.4f\n", reg, tier);
 	CHECK(reg + tier <= allowance(0.05, runs));
+	/* The tier boundary under the sequential design, and both boundaries with quiet series (0.5%
+	 * noise, as speed.reps gives): claims still at most alpha / 2 per direction. */
+	runs = 1500;
+	family_rate(1.02, SIM_NORMAL, 0, 3, 10, 30, runs, 800000, &reg, &tier);
+	printf("adaptive at 1.02x (XS boundary): any tier %.4f (bound 0.025), mean pairs %.1f\n", tier,
+		family_pairs_mean);
+	CHECK(tier <= allowance(0.025, runs));
+	family_sigma = 0.005;
+	family_rate(0.98, SIM_NORMAL, 0, 3, 6, 16, runs, 900000, &reg, &tier);
+	printf("adaptive, 0.5%% noise, 6..16 pairs, at 0.98x: any regression %.4f (bound 0.025)\n", reg);
+	CHECK(reg <= allowance(0.025, runs));
+	family_rate(1.02, SIM_NORMAL, 0, 3, 6, 16, runs, 1000000, &reg, &tier);
+	printf("adaptive, 0.5%% noise, 6..16 pairs, at 1.02x: any tier %.4f (bound 0.025)\n", tier);
+	CHECK(tier <= allowance(0.025, runs));
+	family_sigma = 0.02;
+}
+
+/* The sequential design lets a quiet A/A stop: 8 gating series at 0.75% noise per sample end at the
+ * first look nearly always with the equivalence stop, and run on without it (their claim intervals
+ * still reach past 0.98 or 1.02); a clear 10% slowdown of one series is flagged at the first look; a series of exactly
+ * zero log-ratios (tau of a deterministic SUT) is equivalent at once. (0.75% noise; at 1% a
+ * first look settles 79% of the runs.) */
+static void test_aa_stops(void)
+{
+	double reg, tier;
+	int runs = 300;
+	family_sigma = 0.0075;
+	family_rate(1.0, SIM_NORMAL, 0, 3, 6, 16, runs, 1100000, &reg, &tier);
+	double with_eq = family_pairs_mean, share = family_first_look;
+	printf("quiet A/A, 8 series, 6..16 pairs: first look %.0f%% of runs, mean pairs %.1f; claims %.4f\n",
+		share * 100, with_eq, reg + tier);
+	CHECK(share >= 0.90);
+	CHECK(reg + tier <= allowance(0.05, runs));
+	family_equivalence = 0;
+	family_rate(1.0, SIM_NORMAL, 0, 3, 6, 16, runs, 1100000, &reg, &tier);
+	printf("the same without the equivalence stop: first look %.0f%%, mean pairs %.1f\n",
+		family_first_look * 100, family_pairs_mean);
+	CHECK(family_pairs_mean >= with_eq + 2.0);
+	family_equivalence = 0.90;
+	family_sigma = 0.02;
+
+	static const struct sim_series slow[] = {
+		{ "m", "decode_tps", 512, 1.0 }, { "m", "decode_tps", 4096, 0.90 },
+		{ "m", "prefill_tps", 512, 1.0 }, { "m", "prefill_tps", 4096, 1.0 },
+	};
+	struct ab_speed_policy p;
+	ab_speed_policy_init(&p);
+	p.pairs_min = 6;
+	p.pairs_max = 16;
+	int flagged_first = 0;
+	for (int i = 0; i < 100; i++) {
+		struct ab_rng rng;
+		ab_rng_seed(&rng, 1200000 + (uint64_t)i);
+		struct sim sim = { slow, 4, SIM_NORMAL, 0.01, 0, 0 };
+		int first = 0;
+		CHECK(ab_speed_pairs_needed(&first, NULL, &p, 4) == 0);
+		size_t n = sim_pairs(buf, 0, &sim, &rng, 0, first, 0);
+		struct ab_speed_result *r = decide(n, &p);
+		if (!r)
+			return;
+		const struct ab_speed_series *s = find(r, "m", "decode_tps", 4096);
+		flagged_first += r->look == 1 && s->regression && r->open && r->next_batch == 1;
+		ab_speed_result_free(r);
+	}
+	printf("10%% slowdown, 1%% noise: flagged at the first look, confirmation asked, %d/100\n", flagged_first);
+	CHECK(flagged_first == 100);
+
+	/* Exactly zero log-ratios: decided (equivalent) at the first look, no claim. */
+	size_t n = 0;
+	for (int pair = 0; pair < 8; pair++)      /* the first look of one gating series */
+		for (int side = 0; side < 2; side++) {
+			struct ab_sample *b = &buf[n++];
+			memset(b, 0, sizeof(*b));
+			b->side = side;
+			b->pair = pair;
+			b->order = (pair + side) % 2;
+			snprintf(b->model, sizeof(b->model), "m");
+			snprintf(b->metric, sizeof(b->metric), "tau");
+			b->ctx = 512;
+			b->value = 3.25;
+			b->ok = 1;
+		}
+	static const struct ab_speed_metric_rule tau_rule[] = { { "tau", -1.0, 1, 0.95, 1, NULL, "tau-regression", 1 } };
+	p.rules = tau_rule;
+	p.n_rules = 1;
+	struct ab_speed_result *r = decide(n, &p);
+	if (r) {
+		CHECK(r->look == 1 && !r->open && r->n_series == 1 && r->series[0].equivalent &&
+			!r->series[0].regression);
+		ab_speed_result_free(r);
+	}
 }
 
 static void test_bootstrap_method(void)
@@ -531,6 +631,7 @@ int main(int argc, char **argv)
 		{ "adaptive", test_adaptive },
 		{ "fpr", test_fpr },
 		{ "fpr_adaptive", test_fpr_adaptive },
+		{ "aa_stops", test_aa_stops },
 		{ "bootstrap_method", test_bootstrap_method },
 	};
 	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);

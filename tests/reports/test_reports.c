@@ -296,7 +296,7 @@ static void test_size_cap(void)
 		CHECK(strlen(md) <= AB_MARKDOWN_MAX_CHARS);
 		CHECK(strstr(md, "Sample detail cut for size") != NULL);
 		CHECK(strstr(md, "| big | decode tok/s | 4k |") != NULL);       /* metrics kept whole */
-		CHECK(strstr(md, "abgate.result/1</sub>") != NULL);              /* footer kept */
+		CHECK(strstr(md, AB_RESULT_SCHEMA "</sub>") != NULL);              /* footer kept */
 		CHECK(strstr(md, "</details>") != NULL);
 	}
 	free(md);
@@ -370,7 +370,7 @@ static void test_load_errors(void)
 	const char *cases[][2] = {
 		{ "not json", "line 1" },
 		{ "[1,2]", "expected an object" },
-		{ "{\"schema\":\"abgate.result/2\",\"verdict\":{\"label\":\"eval:M\",\"reason\":\"r\",\"labels\":[]}}",
+		{ "{\"schema\":\"abgate.result/9\",\"verdict\":{\"label\":\"eval:M\",\"reason\":\"r\",\"labels\":[]}}",
 		  "schema is" },
 		{ "{\"schema\":\"abgate.result/1\"}", "verdict: missing" },
 		{ "{\"schema\":\"abgate.result/1\",\"verdict\":{\"label\":1,\"reason\":\"r\",\"labels\":[]}}",
