@@ -402,5 +402,7 @@ void ab_html_details(struct ab_text *t, const json_t *doc)
 	ab_text_html(t, ab_render_str(doc, "seed"), 24);
 	ab_text_puts(t, " \xc2\xb7 created ");
 	ab_text_html(t, ab_render_str(doc, "created_at"), 32);
-	ab_text_puts(t, " \xc2\xb7 abgate.result/1</footer>\n");
+	ab_text_puts(t, " \xc2\xb7 ");
+	ab_text_html(t, ab_render_str(doc, "schema"), 32);
+	ab_text_puts(t, "</footer>\n");
 }

@@ -116,7 +116,7 @@ if [ "$MODE" = structure ]; then
     grep -q 'href="/runs/'$id'.json"' "$WORK/p.html" || fail "run page $id lacks its JSON link"
     grep -q 'href="/history?repo=o/r&amp;suite=mock"' "$WORK/p.html" || fail "run page $id lacks the history link"
     get "/runs/$id.json" 200 "$WORK/p.json"
-    [ "$(jq -r .schema "$WORK/p.json")" = abgate.result/1 ] || fail "/runs/$id.json is not the result"
+    [ "$(jq -r .schema "$WORK/p.json")" = abgate.result/2 ] || fail "/runs/$id.json is not the result"
   done
   for bad in /runs/999 /runs/0 /runs/abc /runs/1x /runs/01 /runs/ /nope /history "/history?repo=x/y"; do
     get "$bad" 404 "$WORK/p.html"
@@ -125,7 +125,12 @@ if [ "$MODE" = structure ]; then
   done
   get "/history?repo=o/r&suite=mock" 200 "$WORK/h.html"
   no_external "$WORK/h.html"
-  [ "$(grep -o '<figure class="plot history"' "$WORK/h.html" | wc -l)" -eq 4 ] || fail "history: not one plot per series"
+  # One plot per series the base branch's evaluations measured (decode, prefill and the cold-start
+  # first-request series of each context), counted from a stored result.
+  get "/runs/1.json" 200 "$WORK/p1.json"
+  series=$(jq '[.metrics[] | "\(.model)/\(.name)/\(.ctx)"] | unique | length' "$WORK/p1.json")
+  [ "$series" -ge 4 ] || fail "history: the first result has only $series series"
+  [ "$(grep -o '<figure class="plot history"' "$WORK/h.html" | wc -l)" -eq "$series" ] || fail "history: not one plot per series ($series)"
   [ "$(grep -o 'href="/runs/[0-9]*"' "$WORK/h.html" | wc -l)" -ge 4 ] || fail "history: fewer than 4 evaluations with base samples"
   grep -q '5 evaluations</figcaption>\|4 evaluations</figcaption>' "$WORK/h.html" || fail "history: points per series"
   get "/calibration" 200 "$WORK/c.html"
