@@ -279,6 +279,17 @@ static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***e
 	out->argv = (const char *const *)*argv_store;
 	out->env = (const char *const *)*env_store;
 	out->cwd = E->src[side];
+	if (sut->kind == AB_SUITE_SUT_OPENAI) {
+		out->http = (struct ab_sut_http_config){ .api = sut->api == AB_SUITE_API_LLAMA ? AB_SUT_HTTP_LLAMA
+			: AB_SUT_HTTP_COMPLETIONS, .url = sut->url, .ready_path = sut->ready_path,
+			.model_name = sut->model_name, .vocab_size = sut->vocab_size };
+		/* The sandbox gives PR code its own network namespace: a server inside it listens on a
+		 * loopback abgate cannot reach, and sharing the host's network would hand PR code the
+		 * network. Until a relay exists (docs/http-sut.md), an HTTP SUT runs only unsandboxed. */
+		if (E->sandbox.enabled)
+			return ab_error_setc(AB_EINVALID, "sut: kind \"openai\" cannot run inside the sandbox yet (its "
+				"loopback is the sandbox's own network namespace); run with --no-sandbox on a trusted host");
+	}
 	if (!E->sandbox.enabled)
 		return 0;
 	/* The SUT sees its own side's tree and build and the model files, all read-only; the suite's

@@ -25,6 +25,7 @@
 #include "speed.h"
 #include "store.h"
 #include "suite.h"
+#include "sut.h"
 
 /* A growable array of samples. Zero-initialise; free with ab_samples_free. */
 struct ab_samples {
@@ -41,6 +42,7 @@ struct ab_measure_sut {
 	const char *const *argv;   /* NULL-terminated */
 	const char *const *env;    /* "KEY=VALUE", NULL-terminated; may be NULL */
 	const char *cwd;           /* may be NULL */
+	struct ab_sut_http_config http;  /* http.url NULL: a stdio SUT; else an HTTP one (strings borrowed) */
 };
 
 struct ab_measure_config {

@@ -403,6 +403,7 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 		.argv = cmd->argv,
 		.env = cmd->env,
 		.cwd = cmd->cwd,
+		.http = cmd->http.url ? &cmd->http : NULL,
 		.stderr_log = log_path,
 		.ready_timeout_ms = suite->sut.ready_timeout_s * 1000,
 		.request_timeout_ms = suite->sut.request_timeout_s * 1000,

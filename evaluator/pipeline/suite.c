@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "suite.h"
+#include "suite_sut.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,13 +76,15 @@ static int parse_env(struct ab_suite_sut *sut, struct ab_jread *p, const json_t 
 
 static int parse_sut(struct ab_suite_sut *sut, struct ab_jread *p, const json_t *v)
 {
-	static const char *const keys[] = { "command", "env", "ready_timeout_s", "request_timeout_s", NULL };
+	static const char *const keys[] = { "command", "env", "ready_timeout_s", "request_timeout_s", "kind", "url",
+					     "ready_path", "api", "model_name", "vocab_size", NULL };
 
 	if (ab_jread_object(p, v) < 0 || ab_jread_keys(p, v, keys) < 0 ||
 	    ab_suite_get_argv(&sut->command, p, v, "command", 1) < 0 ||
 	    parse_env(sut, p, v) < 0 ||
 	    ab_jread_int(&sut->ready_timeout_s, p, v, "ready_timeout_s", 120, 1, INT_MAX) < 0 ||
-	    ab_jread_int(&sut->request_timeout_s, p, v, "request_timeout_s", 300, 1, INT_MAX) < 0)
+	    ab_jread_int(&sut->request_timeout_s, p, v, "request_timeout_s", 300, 1, INT_MAX) < 0 ||
+	    ab_suite_parse_sut_http(sut, p, v) < 0)
 		return AB_EINVALID;
 	return 0;
 }
@@ -562,7 +565,7 @@ int ab_suite_load_buffer(struct ab_suite **out, const char *text, size_t len, co
 	    parse_tiers(suite, &p, root) < 0 ||
 	    parse_spec(suite, &p, root) < 0 ||
 	    parse_harness_paths(suite, &p, root) < 0 ||
-	    check_draft_placeholders(suite, &p) < 0)
+	    check_draft_placeholders(suite, &p) < 0 || ab_suite_check_port_placeholders(suite, &p) < 0)
 		goto cleanup;
 	if (sha256_hex(suite->sha256, text, len) < 0 || hash_build(suite) < 0) {
 		error = AB_ERROR;
@@ -626,6 +629,9 @@ static void sut_free(struct ab_suite_sut *sut)
 {
 	int i;
 	argv_free(&sut->command);
+	free(sut->url);
+	free(sut->ready_path);
+	free(sut->model_name);
 	for (i = 0; i < sut->env_count; i++) {
 		free(sut->env[i].name);
 		free(sut->env[i].value);

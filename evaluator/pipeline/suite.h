@@ -15,6 +15,16 @@
  *   sut.command               argv                               required
  *   sut.env                   {NAME: string}                     {} (added to the inherited env)
  *   sut.ready_timeout_s       int > 0                            120
+ *   sut.kind                  "stdio" | "openai"                 "stdio" (Contract 1 over stdin/stdout)
+ *   sut.url                   openai: "http://127.0.0.1:{port}"  required for openai (loopback only:
+ *                             | "http://localhost:..."          127.0.0.1, localhost or [::1])
+ *   sut.ready_path            openai: "/..." polled until 200    "/health"
+ *   sut.api                   openai: "completions" | "llama"    "completions" (POST /v1/completions;
+ *                                                                "llama": llama-server's POST /completion)
+ *   sut.model_name            openai: string or null             null (no "model" sent)
+ *   sut.vocab_size            openai: int > 0 or null            null (read from /props or /v1/models)
+ *                             The openai keys are refused for kind "stdio". {port} (command, env, url)
+ *                             is a free loopback port abgate picks per SUT process.
  *   sut.request_timeout_s     int > 0                            300
  *   models[]                  1 to 16, names unique
  *     .name                   [A-Za-z0-9._-]{1,63}               required
@@ -99,8 +109,24 @@ struct ab_suite_envvar {
 	char *value;    /* may hold placeholders */
 };
 
+enum ab_suite_sut_kind {
+	AB_SUITE_SUT_STDIO = 0,         /* Contract 1 over stdin/stdout */
+	AB_SUITE_SUT_OPENAI = 1         /* an HTTP server (OpenAI completions or llama-server native) */
+};
+
+enum ab_suite_sut_api {
+	AB_SUITE_API_COMPLETIONS = 0,   /* POST /v1/completions */
+	AB_SUITE_API_LLAMA = 1          /* POST /completion (llama-server native, return_tokens) */
+};
+
 /* How to run a System Under Test (the engine, or a reference). */
 struct ab_suite_sut {
+	enum ab_suite_sut_kind kind;
+	char *url;                      /* openai: base URL with {port}; NULL for stdio */
+	char *ready_path;               /* openai: "/health" by default; NULL for stdio */
+	enum ab_suite_sut_api api;
+	char *model_name;               /* openai: NULL = not sent */
+	int vocab_size;                 /* openai: 0 = read from the server */
 	struct ab_suite_argv command;
 	struct ab_suite_envvar *env;    /* added to the inherited environment, in file order */
 	int env_count;

@@ -3,6 +3,7 @@
  * configuration can be printed and recorded, and loading the dump gives an equal suite.
  */
 #include "suite_json.h"
+#include "suite_sut.h"
 
 #include <string.h>
 
@@ -26,8 +27,13 @@ static json_t *sut_to_json(const struct ab_suite_sut *sut)
 
 	for (i = 0; env && i < sut->env_count; i++)
 		json_object_set_new(env, sut->env[i].name, json_string(sut->env[i].value));
-	return json_pack("{s:o, s:o, s:i, s:i}", "command", ab_suite_argv_json(&sut->command), "env", env,
+	json_t *obj = json_pack("{s:o, s:o, s:i, s:i}", "command", ab_suite_argv_json(&sut->command), "env", env,
 			 "ready_timeout_s", sut->ready_timeout_s, "request_timeout_s", sut->request_timeout_s);
+	if (obj && ab_suite_sut_http_json(obj, sut) < 0) {
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
 }
 
 static json_t *ints_to_json(const int *values, int count)

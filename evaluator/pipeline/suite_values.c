@@ -16,7 +16,7 @@
 #define CONTEXTS_MAX 64
 #define CONTEXT_LIMIT (1 << 24)
 
-static const char *const known_placeholders[] = { "src", "build", "jobs", "state", "model", "draft" };
+static const char *const known_placeholders[] = { "src", "build", "jobs", "state", "model", "draft", "port" };
 
 /* --- suite values: strings, names, commands, contexts ---------------------------------------- */
 
@@ -45,7 +45,7 @@ int ab_suite_check_string(struct ab_jread *p, const json_t *v)
 			if (strlen(known_placeholders[i]) == n && strncmp(known_placeholders[i], c + 1, n) == 0)
 				break;
 		if (i == sizeof(known_placeholders) / sizeof(*known_placeholders))
-			return ab_jread_fail(p, "unknown placeholder {%.*s} (known: {src} {build} {jobs} {state} {model} {draft})",
+			return ab_jread_fail(p, "unknown placeholder {%.*s} (known: {src} {build} {jobs} {state} {model} {draft} {port})",
 				    (int)n, c + 1);
 	}
 	return 0;

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "sut.h"
+#include "sut_http.h"
 
 #include "error.h"
 #include "log.h"
@@ -28,6 +29,7 @@
 #define LOGPROB_SLACK 1e-3       /* log-probs a little above 0 are rounding, not garbage */
 
 struct ab_sut {
+	ab_sut_http *http;        /* kind openai: every call goes there */
 	ab_proc *proc;
 	int ready_timeout_ms, request_timeout_ms, quit_grace_ms;
 	size_t line_max;
@@ -280,6 +282,8 @@ int ab_sut_parse_spec_stats(struct ab_sut_spec_stats *out, const json_t *stats, 
 
 const struct ab_sut_spec_info *ab_sut_spec(const ab_sut *sut)
 {
+	if (sut->http)
+		return ab_sut_http_spec(sut->http);
 	return &sut->spec;
 }
 
@@ -383,6 +387,13 @@ int ab_sut_start(ab_sut **out, struct ab_sut_fault *fault, const struct ab_sut_c
 
 	if (!s)
 		return ab_error_set("out of memory");
+	if (cfg->http) {
+		if ((error = ab_sut_http_start(&s->http, fault, cfg)) == 0)
+			*out = s;
+		else
+			free(s);
+		return error;
+	}
 	s->ready_timeout_ms = cfg->ready_timeout_ms > 0 ? cfg->ready_timeout_ms : DEFAULT_READY_MS;
 	s->request_timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : DEFAULT_REQUEST_MS;
 	s->quit_grace_ms = cfg->quit_grace_ms > 0 ? cfg->quit_grace_ms : DEFAULT_QUIT_GRACE_MS;
@@ -435,12 +446,12 @@ cleanup:
 
 const json_t *ab_sut_ready(const ab_sut *sut)
 {
-	return sut->ready;
+	return sut->http ? ab_sut_http_ready(sut->http) : sut->ready;
 }
 
 int ab_sut_vocab_size(const ab_sut *sut)
 {
-	return sut->vocab_size;
+	return sut->http ? ab_sut_http_vocab_size(sut->http) : sut->vocab_size;
 }
 
 /* Writes the built request and returns its write time; classifies failures. */
@@ -502,6 +513,9 @@ int ab_sut_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_sut *
 	char what[64];
 	int64_t t_recv = 0;
 	int error = -1, got_first = 0;
+
+	if (s->http)
+		return ab_sut_http_generate(out, fault, s->http, prompt, prompt_len, max_tokens, spec);
 
 	if (s->dead)
 		return sut_refuse(s, fault);
@@ -677,6 +691,9 @@ int ab_sut_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_sut *
 	int64_t t_write, t_recv;
 	int error = -1;
 
+	if (s->http)
+		return ab_sut_http_score(out, fault, s->http, rq);
+
 	if (s->dead)
 		return sut_refuse(s, fault);
 	if (rq->prompt_len < 1 || rq->first < 0 || rq->first >= rq->prompt_len || rq->top_k < 1 ||
@@ -760,6 +777,8 @@ int ab_sut_quit(struct ab_proc_status *out, ab_sut *s)
 	char dur[32];
 	int error = 0;
 
+	if (s->http)
+		return ab_sut_http_quit(out, s->http);
 	if (!s->proc)
 		return ab_error_set("sut: never started");
 	if (!s->dead) {
@@ -793,6 +812,7 @@ void ab_sut_free(ab_sut *s)
 {
 	if (!s)
 		return;
+	ab_sut_http_free(s->http);
 	ab_proc_free(s->proc);
 	json_decref(s->ready);
 	free(s->req);

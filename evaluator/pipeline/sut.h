@@ -34,7 +34,23 @@ struct ab_sut_fault {
 	struct ab_proc_status exit;  /* how the process ended, when it did (exited/signaled/killed) */
 };
 
+/* An HTTP SUT (suite kind "openai", see sut_http.h): the server the command starts, on loopback. */
+enum ab_sut_http_api {
+	AB_SUT_HTTP_COMPLETIONS = 0,  /* OpenAI POST /v1/completions (text only: no token ids) */
+	AB_SUT_HTTP_LLAMA = 1         /* llama-server POST /completion with return_tokens */
+};
+
+struct ab_sut_http_config {
+	enum ab_sut_http_api api;
+	const char *url;              /* "http://127.0.0.1:{port}[/prefix]"; {port} in url, argv and env is
+	                               * replaced by a free loopback port picked per process */
+	const char *ready_path;       /* polled until it answers 200; NULL: "/health" */
+	const char *model_name;       /* sent as "model"; NULL: not sent */
+	int vocab_size;               /* > 0: given; 0: read from /props or /v1/models */
+};
+
 struct ab_sut_config {
+	const struct ab_sut_http_config *http;  /* NULL: Contract 1 over stdio; else an HTTP server */
 	const char *const *argv;  /* the SUT command, placeholders already substituted, NULL-terminated */
 	const char *const *env;   /* "KEY=VALUE" additions, NULL-terminated; may be NULL */
 	const char *cwd;          /* NULL: inherit */

@@ -429,12 +429,74 @@ static void test_suite_files(void)
 	CHECK(strstr(ab_error_last(), path) != NULL);   /* the file is named in the message */
 }
 
+static const char *openai_suite =
+	"{\"schema\":\"abgate.suite/1\",\"name\":\"http\","
+	" \"build\":{\"build\":[\"make\",\"-C\",\"{src}\"]},"
+	" \"sut\":{\"kind\":\"openai\",\"command\":[\"{build}/srv\",\"-m\",\"{model}\",\"--port\",\"{port}\"],"
+	"          \"url\":\"http://127.0.0.1:{port}\",\"api\":\"llama\",\"vocab_size\":1000,\"env\":{\"P\":\"{port}\"}},"
+	" \"models\":[{\"name\":\"m1\",\"path\":\"{state}/m1.bin\","
+	"              \"reference\":{\"kind\":\"openai\",\"command\":[\"ref\",\"{port}\"],\"url\":\"http://localhost:{port}/v1x\","
+	"                             \"ready_path\":\"/ready\",\"model_name\":\"qwen\"}}],"
+	" \"speed\":{\"decode\":{\"contexts\":[128]}}}";
+
+/* kind "openai": defaults, the HTTP keys, a round trip, and every bad value refused naming its key. */
+static void test_suite_openai(void)
+{
+	struct ab_suite *suite = NULL, *again = NULL;
+	CHECK(ab_suite_load_buffer(&suite, openai_suite, strlen(openai_suite), NULL) == 0);
+	CHECK(suite->sut.kind == AB_SUITE_SUT_OPENAI && suite->sut.api == AB_SUITE_API_LLAMA);
+	CHECK(strcmp(suite->sut.url, "http://127.0.0.1:{port}") == 0);
+	CHECK(strcmp(suite->sut.ready_path, "/health") == 0 && suite->sut.model_name == NULL);
+	CHECK(suite->sut.vocab_size == 1000);
+	const struct ab_suite_sut *ref = &suite->models[0].refs[0].sut;
+	CHECK(ref->kind == AB_SUITE_SUT_OPENAI && ref->api == AB_SUITE_API_COMPLETIONS);
+	CHECK(strcmp(ref->ready_path, "/ready") == 0 && strcmp(ref->model_name, "qwen") == 0 && ref->vocab_size == 0);
+	json_t *dump = ab_suite_to_json(suite);
+	char *text = json_dumps(dump, JSON_COMPACT);
+	CHECK(ab_suite_load_buffer(&again, text, strlen(text), NULL) == 0);
+	CHECK(again->sut.kind == AB_SUITE_SUT_OPENAI && again->sut.api == AB_SUITE_API_LLAMA &&
+		  again->sut.vocab_size == 1000 && strcmp(again->models[0].refs[0].sut.model_name, "qwen") == 0);
+	free(text);
+	json_decref(dump);
+	ab_suite_free(again);
+	ab_suite_free(suite);
+	/* stdio stays the default and its dump has no HTTP keys */
+	CHECK(ab_suite_load_buffer(&suite, minimal_suite, strlen(minimal_suite), NULL) == 0);
+	CHECK(suite->sut.kind == AB_SUITE_SUT_STDIO && suite->sut.url == NULL);
+	dump = ab_suite_to_json(suite);
+	CHECK(json_object_get(json_object_get(dump, "sut"), "url") == NULL);
+	json_decref(dump);
+	ab_suite_free(suite);
+
+	const char *o = openai_suite, *m = minimal_suite;
+	expect_invalid(m, "sut.kind", json_string("grpc"), "sut.kind: expected \"stdio\" or \"openai\"", "\"grpc\"");
+	expect_invalid(m, "sut.kind", json_integer(1), "sut.kind: expected a string", NULL);
+	expect_invalid(m, "sut.url", json_string("http://127.0.0.1:8080"), "sut.url: only for \"kind\": \"openai\"", NULL);
+	expect_invalid(m, "sut.api", json_string("llama"), "sut.api: only for \"kind\": \"openai\"", NULL);
+	expect_invalid(m, "sut.command[1]", json_string("{port}"), "sut: command: {port} is only substituted", NULL);
+	expect_invalid(o, "sut.url", NULL, "sut.url", "missing");
+	expect_invalid(o, "sut.url", json_string("http://example.com:80"), "sut.url: expected http://127.0.0.1:PORT", NULL);
+	expect_invalid(o, "sut.url", json_string("https://127.0.0.1:{port}"), "sut.url: expected", NULL);
+	expect_invalid(o, "sut.url", json_string("http://127.0.0.1:99999"), "sut.url: expected", NULL);
+	expect_invalid(o, "sut.url", json_string("http://127.0.0.1:{port}/a b"), "sut.url: expected", NULL);
+	expect_invalid(o, "sut.url", json_string("http://127.0.0.1:{prot}"), "sut.url: unknown placeholder {prot}", NULL);
+	expect_invalid(o, "sut.ready_path", json_string("health"), "sut.ready_path: expected an absolute path", NULL);
+	expect_invalid(o, "sut.api", json_string("chat"), "sut.api: expected \"completions\" or \"llama\"", NULL);
+	expect_invalid(o, "sut.vocab_size", json_integer(0), "sut.vocab_size", NULL);
+	expect_invalid(o, "sut.vocab_size", json_string("1k"), "sut.vocab_size", NULL);
+	expect_invalid(o, "sut.model_name", json_integer(3), "sut.model_name: expected a string", NULL);
+	expect_invalid(o, "models[0].reference.url", json_string("http://10.0.0.1:80"), "models[0].reference.url: expected", NULL);
+	expect_invalid(o, "models[0].path", json_string("{state}/{port}.bin"), "models[0] (m1): {port} is only substituted", NULL);
+	expect_invalid(o, "build.build[1]", json_string("{port}"), "build: {port} is only substituted", NULL);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
 		{ "cpu_json", test_suite_cpu_json }, { "round_trip", test_suite_round_trip },
 		{ "defaults_and_build_hash", test_suite_defaults_and_build_hash }, { "errors", test_suite_errors },
 		{ "references", test_suite_references }, { "files", test_suite_files }, { "spec", test_suite_spec },
+		{ "openai", test_suite_openai },
 	};
 
 #ifdef ABGATE_SOURCE_DIR

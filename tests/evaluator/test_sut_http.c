@@ -1,0 +1,177 @@
+/*
+ * test_sut_http.c - the HTTP SUT adapter (sut_http.c through sut.h) against tests/http_mock.js:
+ * both APIs (ids and timing from llama's /completion, text-only completions), vocab from /props,
+ * and each fault classified (never ready, 500, garbage SSE, a lying usage count, a dropped stream,
+ * a crash, a hang, an oversized body), plus the bounded SSE reader on its own.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <jansson.h>
+
+#include "sut.h"
+#include "sut_http.h"
+#include "sut_sse.h"
+
+static struct ab_sut_http_config hc;
+static struct ab_sut_config cfg;
+static struct ab_sut_fault fault;
+
+/* Starts the mock with `api` and extra args (NULL-terminated); expect_ok 0: returns NULL. */
+static ab_sut *start(enum ab_sut_http_api api, int vocab_given, const char *a1, const char *a2, const char *a3)
+{
+	static const char *argv[16];
+	int n = 0;
+	argv[n++] = "node";
+	argv[n++] = MOCK_HTTP_PATH;
+	argv[n++] = "--port";
+	argv[n++] = "{port}";
+	if (a1) argv[n++] = a1;
+	if (a2) argv[n++] = a2;
+	if (a3) argv[n++] = a3;
+	argv[n] = NULL;
+	hc = (struct ab_sut_http_config){ .api = api, .url = "http://127.0.0.1:{port}", .ready_path = "/health",
+		.vocab_size = vocab_given };
+	cfg = (struct ab_sut_config){ .http = &hc, .argv = argv, .ready_timeout_ms = 3000, .request_timeout_ms = 2000,
+		.quit_grace_ms = 1000 };
+	ab_sut *sut = NULL;
+	if (ab_sut_start(&sut, &fault, &cfg) < 0)
+		return NULL;
+	return sut;
+}
+
+static const int32_t prompt[8] = { 1, 2, 3, 4, 5, 6, 7, 9 };
+
+static void test_llama(void)
+{
+	ab_sut *sut = start(AB_SUT_HTTP_LLAMA, 0, "--vocab", "500", NULL);
+	CHECK(sut != NULL);
+	CHECK_EQ(ab_sut_vocab_size(sut), 500);
+	CHECK(json_is_true(json_object_get(ab_sut_ready(sut), "token_ids")));
+	CHECK(!ab_sut_spec(sut)->present);
+	struct ab_sut_gen gen = { 0 };
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 6, 0), 0);
+	CHECK_EQ(gen.n_tokens, 6);
+	int prev = 9;
+	for (int i = 0; i < 6; i++) {
+		prev = (prev * 31 + 7) % 500;
+		CHECK_EQ(gen.tokens[i], prev);
+	}
+	CHECK(gen.t_write_ns > 0 && gen.t_first_ns >= gen.t_write_ns && gen.t_done_ns >= gen.t_first_ns);
+	CHECK(gen.ttft_s >= 0 && isfinite(gen.decode_tps) && gen.decode_tps > 0);
+	CHECK(json_is_object(json_object_get(gen.stats, "engine_timings")));
+	ab_sut_gen_clear(&gen);
+	/* a second request on the same kept-alive connection */
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 4, 2, 0), 0);
+	CHECK_EQ(gen.n_tokens, 2);
+	ab_sut_gen_clear(&gen);
+	/* scoring is unavailable, and says so without killing the server */
+	struct ab_sut_scores sc = { 0 };
+	struct ab_sut_score_request rq = { .prompt = prompt, .prompt_len = 8, .top_k = 4 };
+	CHECK(ab_sut_score(&sc, &fault, sut, &rq) < 0);
+	CHECK(fault.kind == AB_SUT_SUT_ERROR && strstr(fault.reason, "scoring unavailable"));
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 3, 0), 0);
+	ab_sut_gen_clear(&gen);
+	struct ab_proc_status st;
+	CHECK_EQ(ab_sut_quit(&st, sut), 0);
+	ab_sut_free(sut);
+}
+
+static void test_completions(void)
+{
+	ab_sut *sut = start(AB_SUT_HTTP_COMPLETIONS, 321, "--delay-ms", "10", NULL);
+	CHECK(sut != NULL);
+	CHECK_EQ(ab_sut_vocab_size(sut), 321);   /* given by the suite: /props is not asked */
+	CHECK(json_is_false(json_object_get(ab_sut_ready(sut), "token_ids")));
+	struct ab_sut_gen gen = { 0 };
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 5, 0), 0);
+	CHECK_EQ(gen.n_tokens, 5);
+	CHECK(gen.tokens == NULL);   /* text only: no ids */
+	/* 4 gaps of 10 ms (node's timers may fire up to 1 ms early) between first and last token */
+	CHECK(gen.t_done_ns - gen.t_first_ns >= 4 * 9 * 1000000LL);
+	CHECK(gen.decode_tps < 1000.0 / 9);
+	ab_sut_gen_clear(&gen);
+	CHECK_EQ(ab_sut_quit(NULL, sut), 0);
+	ab_sut_free(sut);
+}
+
+static void expect_fault(enum ab_sut_http_api api, const char *mode, enum ab_sut_fault_kind kind, const char *want)
+{
+	ab_sut *sut = start(api, 0, "--fault", mode, NULL);
+	if (sut) {
+		struct ab_sut_gen gen = { 0 };
+		CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 8, 6, 0) < 0);
+		CHECK(gen.tokens == NULL && gen.stats == NULL);
+	}
+	if (fault.kind != kind || !strstr(fault.reason, want)) {
+		fprintf(stderr, "fault %s: kind %s, reason \"%s\"; wanted %s, \"%s\"\n", mode,
+			ab_sut_fault_kind_name(fault.kind), fault.reason, ab_sut_fault_kind_name(kind), want);
+		exit(1);
+	}
+	if (sut && kind != AB_SUT_SUT_ERROR) {   /* sticky: the handle keeps the fault */
+		struct ab_sut_gen gen = { 0 };
+		CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 8, 6, 0) < 0);
+		CHECK(fault.kind == kind);
+	}
+	if (sut)
+		ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+}
+
+static void test_faults(void)
+{
+	expect_fault(AB_SUT_HTTP_LLAMA, "never-ready", AB_SUT_TIMEOUT, "/health did not answer 200 within 3 s");
+	expect_fault(AB_SUT_HTTP_LLAMA, "no-vocab", AB_SUT_PROTOCOL, "vocabulary size");
+	expect_fault(AB_SUT_HTTP_LLAMA, "500", AB_SUT_SUT_ERROR, "HTTP 500");
+	expect_fault(AB_SUT_HTTP_COMPLETIONS, "500", AB_SUT_SUT_ERROR, "mock internal error");
+	expect_fault(AB_SUT_HTTP_LLAMA, "garbage-sse", AB_SUT_PROTOCOL, "malformed SSE");
+	expect_fault(AB_SUT_HTTP_LLAMA, "lie-usage", AB_SUT_PROTOCOL, "usage says 7 tokens, it streamed 6");
+	expect_fault(AB_SUT_HTTP_COMPLETIONS, "lie-usage", AB_SUT_PROTOCOL, "usage says 7 tokens, it streamed 6");
+	expect_fault(AB_SUT_HTTP_LLAMA, "drop", AB_SUT_PROTOCOL, "stream");
+	expect_fault(AB_SUT_HTTP_COMPLETIONS, "crash", AB_SUT_CRASH, "exited during generate");
+	expect_fault(AB_SUT_HTTP_LLAMA, "hang", AB_SUT_TIMEOUT, "did not end within 2 s");
+	expect_fault(AB_SUT_HTTP_LLAMA, "big", AB_SUT_PROTOCOL, "body over the size cap");
+	expect_fault(AB_SUT_HTTP_COMPLETIONS, "long-line", AB_SUT_PROTOCOL, "line longer than the cap");
+}
+
+static int count_data(void *user, const char *payload, size_t len)
+{
+	(void)payload;
+	int *n = user;
+	*n += (int)len;
+	return 0;
+}
+
+static void test_sse(void)
+{
+	struct ab_sse s;
+	int n = 0;
+	ab_sse_init(&s, 32);
+	static const char ok[] = ": comment\r\nevent: x\ndata: abc\n\ndata:de\nid: 4\n\n";
+	for (size_t i = 0; i < sizeof(ok) - 1; i++)   /* byte by byte: lines split across reads */
+		CHECK_EQ(ab_sse_feed(&s, ok + i, 1, count_data, &n), 0);
+	CHECK_EQ(n, 5);
+	CHECK_EQ(ab_sse_pending(&s), 0);
+	CHECK_EQ(ab_sse_feed(&s, "data: partial", 13, count_data, &n), 0);
+	CHECK(ab_sse_pending(&s) > 0);
+	ab_sse_clear(&s);
+	ab_sse_init(&s, 32);
+	CHECK(ab_sse_feed(&s, "hello\n", 6, count_data, &n) < 0 && strstr(s.error, "not a field"));
+	ab_sse_clear(&s);
+	ab_sse_init(&s, 32);
+	char big[64];
+	memset(big, 'a', sizeof(big));
+	CHECK(ab_sse_feed(&s, big, sizeof(big), count_data, &n) < 0 && strstr(s.error, "longer than the cap"));
+	ab_sse_clear(&s);
+	ab_sse_init(&s, 32);
+	CHECK(ab_sse_feed(&s, "data: a\0b\n", 10, count_data, &n) < 0 && strstr(s.error, "NUL"));
+	ab_sse_clear(&s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct tu_case cases[] = {
+		{ "sse", test_sse }, { "llama", test_llama }, { "completions", test_completions }, { "faults", test_faults },
+	};
+	return TU_RUN(argc, argv, cases);
+}
