@@ -16,7 +16,7 @@ static void usage(FILE *f)
 	      "  eval --repo PATH|URL --base REF --head REF   evaluate head against base, print the verdict\n"
 	      "  eval --pr N [--config FILE] [--post|--dry-run] evaluate a pull request of a configured repo\n"
 	      "  history [--limit N]                           past evaluations from the store\n"
-	      "  report ID [--format md|json|text]             re-render a stored evaluation\n"
+	      "  report ID [--format md|json|text|html]        re-render a stored evaluation\n"
 	      "  calibrate --repo R --ref REF [--runs N]       A/A runs: false-positive rate and MDE per series\n"
 	      "  serve --config FILE                           run the webhook service and its workers\n"
 	      "  policies --config FILE [--repo R] [--dry-run] run the PR lifecycle policies once, print a table\n"
