@@ -278,15 +278,52 @@ cleanup:
 	return status;
 }
 
-/* `abgate calibrate` keeps its results in the store once it lands; until then none is stored and
- * the page says so. The renderer takes an array of {suite, created_at, figures...} objects. */
-static int calibration_page(struct ab_webhook_page *out)
+/* The newest calibration of every suite the store has evaluations of (abgate calibrate), each as
+ * the renderer's flat {suite, created_at, figures...} object; the full document stays in the store. */
+static int calibration_page(const struct ab_config *cfg, struct ab_webhook_page *out)
 {
-	json_t *cals = json_array();
+	struct ab_store_eval *evals = NULL;
+	ab_store *store = NULL;
+	size_t n = 0;
+	json_t *cals = json_array(), *seen = json_object();
+	int status = -1;
 	out->content_type = HTML;
-	int error = cals ? ab_html_render_calibration(&out->body, cals) : -1;
+	if (!cals || !seen)
+		goto cleanup;
+	if (ab_store_open(&store, cfg->state_dir) < 0 || ab_store_history(&evals, &n, store, HISTORY_MAX_EVALS) < 0) {
+		AB_WARN("pages: calibration: %s", ab_error_last());
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = evals[i].suite_name;
+		char *text = NULL;
+		json_t *doc = NULL;
+		json_error_t jerr;
+		if (!name || json_object_get(seen, name))
+			continue;
+		json_object_set_new(seen, name, json_true());
+		if (ab_store_calibration_latest(&text, NULL, store, name) < 0)
+			continue;                  /* never calibrated (or unreadable): not listed */
+		doc = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+		free(text);
+		json_t *fpr = json_object_get(doc, "fpr");
+		json_t *row = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "suite", name,
+			"created_at", json_object_get(doc, "created_at"), "ref", json_object_get(doc, "ref"),
+			"runs", json_object_get(doc, "runs"), "infra_runs", json_object_get(doc, "infra_runs"),
+			"false_positives", json_object_get(fpr, "false_positives"), "fpr", json_object_get(fpr, "rate"),
+			"fpr_upper_95", json_object_get(fpr, "upper"), "power", json_object_get(doc, "power"));
+		if (row)
+			json_array_append_new(cals, row);
+		json_decref(doc);
+	}
+	if (ab_html_render_calibration(&out->body, cals) == 0)
+		status = 200;
+cleanup:
 	json_decref(cals);
-	return error < 0 ? -1 : 200;
+	json_decref(seen);
+	ab_store_evals_free(evals, n);
+	ab_store_close(store);
+	return status;
 }
 
 int ab_pages_get(const struct ab_config *cfg, const char *path, ab_webhook_arg_fn arg, void *request,
@@ -306,7 +343,7 @@ int ab_pages_get(const struct ab_config *cfg, const char *path, ab_webhook_arg_f
 	} else if (!strcmp(path, "/history")) {
 		status = history_page(cfg, arg, request, out);
 	} else if (!strcmp(path, "/calibration")) {
-		status = calibration_page(out);
+		status = calibration_page(cfg, out);
 	} else {
 		status = message(out, 404, "404 Not found", "There is no page at this address.");
 	}

@@ -135,6 +135,13 @@ if [ "$MODE" = structure ]; then
   grep -q '5 evaluations</figcaption>\|4 evaluations</figcaption>' "$WORK/h.html" || fail "history: points per series"
   get "/calibration" 200 "$WORK/c.html"
   grep -q "No calibration is stored" "$WORK/c.html" || fail "calibration page"
+  # Once the suite is calibrated, the page lists its newest calibration with the figures.
+  "$ABGATE" calibrate --repo "$REPO" --ref main --runs 2 --state "$WORK/state" --pairs-max 4 --quiet \
+    > "$WORK/calib.out" 2>&1 || { cat "$WORK/calib.out" >&2; fail "abgate calibrate"; }
+  get "/calibration" 200 "$WORK/c.html"
+  grep -q "<h3>mock" "$WORK/c.html" || fail "calibration page does not list the calibrated suite"
+  grep -q "fpr_upper_95" "$WORK/c.html" || fail "calibration page lacks the false-positive bound"
+  no_external "$WORK/c.html"
   pass "served pages: runs, JSON, history over 5 evaluations, calibration, 404s, no secret"
   exit 0
 fi
