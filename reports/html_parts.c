@@ -182,17 +182,6 @@ void ab_html_accuracy(struct ab_text *t, const json_t *accuracy)
 	}
 }
 
-static const json_t *metric_find(const json_t *metrics, const char *name, const char *model, long long ctx)
-{
-	size_t i;
-	const json_t *m;
-	json_array_foreach(metrics, i, m) {
-		const char *n = ab_render_str(m, "name"), *mm = ab_render_str(m, "model");
-		if (n && mm && model && !strcmp(n, name) && !strcmp(mm, model) && ab_render_int(m, "ctx", -1) == ctx)
-			return m;
-	}
-	return NULL;
-}
 
 static void medians(struct ab_text *t, const json_t *m)
 {
@@ -228,9 +217,9 @@ void ab_html_spec_table(struct ab_text *t, const json_t *doc)
 		ab_text_pct(pb, sizeof(pb), ab_render_num_at(m, "ci", 0));
 		ab_text_pct(pc, sizeof(pc), ab_render_num_at(m, "ci", 1));
 		ab_text_printf(t, "</td><td>%s (%s \xe2\x80\xa6 %s)</td><td class=\"n\">", pa, pb, pc);
-		medians(t, metric_find(metrics, "tau", model, ctx));
+		medians(t, ab_render_metric_find(metrics, "tau", model, ctx));
 		ab_text_puts(t, "</td><td class=\"n\">");
-		medians(t, metric_find(metrics, "spec_speedup", model, ctx));
+		medians(t, ab_render_metric_find(metrics, "spec_speedup", model, ctx));
 		const json_t *e = json_object_get(json_object_get(models, model ? model : ""), "head");
 		if (json_is_object(e))
 			ab_text_printf(t, "</td><td class=\"n %s\">%lld/%lld</td></tr>\n",

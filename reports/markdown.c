@@ -172,19 +172,6 @@ static int is_decisive(const json_t *m)
 		(outcome && (!strcmp(outcome, "regressed") || !strcmp(outcome, "improved")));
 }
 
-/* The metric of `name` for (model, ctx), NULL when absent. Borrowed. */
-static const json_t *metric_find(const json_t *metrics, const char *name, const char *model, long long ctx)
-{
-	size_t i;
-	const json_t *m;
-	json_array_foreach(metrics, i, m) {
-		const char *n = ab_render_str(m, "name"), *mm = ab_render_str(m, "model");
-		if (n && mm && model && strcmp(n, name) == 0 && strcmp(mm, model) == 0 &&
-		    ab_render_int(m, "ctx", -1) == ctx)
-			return m;
-	}
-	return NULL;
-}
 
 /* "4.02 → 3.98" from a metric's base and head medians, with a decimal count that fits the values. */
 static void medians_cell(struct ab_text *t, const json_t *m, const char *unit)
@@ -234,7 +221,7 @@ static void render_spec(struct ab_text *t, const json_t *doc)
 		ab_render_ctx(ctx, sizeof(ctx), ctx_value);
 		ab_render_value(base, sizeof(base), ab_render_num(json_object_get(m, "base"), "median"));
 		ab_render_value(head, sizeof(head), ab_render_num(json_object_get(m, "head"), "median"));
-		const json_t *tau = metric_find(metrics, "tau", model, ctx_value);
+		const json_t *tau = ab_render_metric_find(metrics, "tau", model, ctx_value);
 		ab_text_puts(t, "| ");
 		ab_text_md(t, model, 40);
 		ab_text_printf(t, " | %s | %s | %s | ", ctx, base, head);
@@ -242,7 +229,7 @@ static void render_spec(struct ab_text *t, const json_t *doc)
 		ab_text_puts(t, " | ");
 		medians_cell(t, tau, "");
 		ab_text_puts(t, " | ");
-		medians_cell(t, metric_find(metrics, "spec_speedup", model, ctx_value), "\xc3\x97");
+		medians_cell(t, ab_render_metric_find(metrics, "spec_speedup", model, ctx_value), "\xc3\x97");
 		ab_text_puts(t, " | ");
 		exact_cell(t, doc, model, "head");
 		ab_text_puts(t, " | ");

@@ -72,3 +72,16 @@ int ab_render_label_safe(const char *label)
 			return 0;
 	return 1;
 }
+
+const json_t *ab_render_metric_find(const json_t *metrics, const char *name, const char *model, long long ctx)
+{
+	size_t i;
+	const json_t *m;
+	json_array_foreach(metrics, i, m) {
+		const char *n = ab_render_str(m, "name"), *mm = ab_render_str(m, "model");
+		if (n && mm && model && strcmp(n, name) == 0 && strcmp(mm, model) == 0 &&
+		    ab_render_int(m, "ctx", -1) == ctx)
+			return m;
+	}
+	return NULL;
+}

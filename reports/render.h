@@ -25,4 +25,7 @@ void ab_render_value(char *buf, size_t size, double v);
 /* Whether a label is made only of [A-Za-z0-9._:-] (safe to print inside a code span). */
 int ab_render_label_safe(const char *label);
 
+/* The metric named `name` of (model, ctx) in a result's "metrics" array; NULL when absent. Borrowed. */
+const json_t *ab_render_metric_find(const json_t *metrics, const char *name, const char *model, long long ctx);
+
 #endif
