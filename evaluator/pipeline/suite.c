@@ -137,10 +137,10 @@ static int parse_model(struct ab_suite_model *model, struct ab_jread *p, const j
 		return ab_jread_fail(p, "give either reference or references, not both");
 	if (ref) {
 		size_t old = ab_jread_push_key(p, "reference");
+		model->ref_count = 1;       /* counted first: a half-parsed reference is freed too */
 		if (parse_sut(&model->refs[0].sut, p, ref) < 0)
 			return AB_EINVALID;
 		snprintf(model->refs[0].name, sizeof(model->refs[0].name), "reference");
-		model->ref_count = 1;
 		ab_jread_pop(p, old);
 	}
 	if (refs) {
@@ -157,9 +157,9 @@ static int parse_model(struct ab_suite_model *model, struct ab_jread *p, const j
 			if (!ab_suite_valid_name(key))
 				return ab_jread_fail(p, "reference names must match [A-Za-z0-9._-]{1,63}");
 			snprintf(r->name, sizeof(r->name), "%s", key);
+			model->ref_count++;     /* counted first: a half-parsed reference is freed too */
 			if (parse_sut(&r->sut, p, sut) < 0)
 				return AB_EINVALID;
-			model->ref_count++;
 			ab_jread_pop(p, old_key);
 		}
 		ab_jread_pop(p, old);

@@ -3,7 +3,7 @@
  * the re-rendered markdown identical), markdown and terminal content (rows, CI beside every
  * delta, verdict, method, environment, shas), escaping of hostile ref names and reasons, the
  * 65,000-character cap, build-log fences, colour only on request, load errors on purpose, the HTML
- * page (structure, escaping, nothing external; 100 series x 1,000 samples under a second) and the
+ * page (structure, escaping, nothing external; 100 series x 1,000 samples, its render time printed) and the
  * markdown's folded neutral rows from 18 series on.
  */
 #include <stdio.h>
@@ -472,8 +472,9 @@ static void test_html_large(void)
 	double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 	if (html) {
 		size_t len = strlen(html);
+		/* The render time is a figure, not an assertion (STYLE.md: no timed tests; 0.22 s in the
+		 * RelWithDebInfo build, ~0.9 s under ASan on this 2-core VM). */
 		printf("html_large: 100 series x 1000 samples: %zu bytes rendered in %.3f s\n", len, s);
-		CHECK(s < 1.0);
 		CHECK(len < 8u << 20);
 		CHECK(count_of(html, "<figure class=\"plot series") == 100);
 		CHECK(strstr(html, "<details><summary>99 neutral series") != NULL);   /* the decisive row on top */
