@@ -105,9 +105,29 @@ static void last_line(char *dst, size_t cap, const char *text)
 	snippet(dst, cap, text + from, len - from);
 }
 
-static int fault_code(enum ab_sut_fault_kind kind)
+int ab_sut_fault_code(enum ab_sut_fault_kind kind)
 {
 	return kind == AB_SUT_TIMEOUT ? AB_ETIMEOUT : kind == AB_SUT_PROTOCOL ? AB_EINVALID : AB_ERROR;
+}
+
+int ab_sut_fault_record(struct ab_sut_fault *f, struct ab_sut_fault *out, ab_proc *proc, int *dead,
+	enum ab_sut_fault_kind kind, const char *reason)
+{
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	snprintf(f->reason, sizeof(f->reason), "%s", reason);
+	if (kind != AB_SUT_SUT_ERROR && proc) {
+		char *tail = NULL;
+		ab_proc_kill(&f->exit, proc, kind == AB_SUT_TIMEOUT ? 1000 : 200, kind == AB_SUT_TIMEOUT);
+		if (ab_proc_stderr_tail(&tail, proc, sizeof(f->stderr_tail) - 1) == 0)
+			snprintf(f->stderr_tail, sizeof(f->stderr_tail), "%s", tail);
+		free(tail);
+		*dead = 1;
+	}
+	if (out)
+		*out = *f;
+	ab_error_setc(ab_sut_fault_code(kind), "sut: %s", f->reason);
+	return ab_sut_fault_code(kind);
 }
 
 /* Records a fault. Anything but an error event kills the group and makes the handle dead. */
@@ -115,26 +135,12 @@ static int sut_fail(ab_sut *s, struct ab_sut_fault *out, enum ab_sut_fault_kind 
 	__attribute__((format(printf, 4, 5)));
 static int sut_fail(ab_sut *s, struct ab_sut_fault *out, enum ab_sut_fault_kind kind, const char *fmt, ...)
 {
-	struct ab_sut_fault *f = &s->fault;
+	char reason[sizeof(s->fault.reason)];
 	va_list ap;
-
-	memset(f, 0, sizeof(*f));
-	f->kind = kind;
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	if (kind != AB_SUT_SUT_ERROR && s->proc) {
-		char *tail = NULL;
-		ab_proc_kill(&f->exit, s->proc, kind == AB_SUT_TIMEOUT ? 1000 : 200, kind == AB_SUT_TIMEOUT);
-		if (ab_proc_stderr_tail(&tail, s->proc, sizeof(f->stderr_tail) - 1) == 0)
-			snprintf(f->stderr_tail, sizeof(f->stderr_tail), "%s", tail);
-		free(tail);
-		s->dead = 1;
-	}
-	if (out)
-		*out = *f;
-	ab_error_setc(fault_code(kind), "sut: %s", f->reason);
-	return fault_code(kind);
+	return ab_sut_fault_record(&s->fault, out, s->proc, &s->dead, kind, reason);
 }
 
 static int sut_refuse(ab_sut *s, struct ab_sut_fault *out)
@@ -143,7 +149,7 @@ static int sut_refuse(ab_sut *s, struct ab_sut_fault *out)
 		*out = s->fault;
 	if (s->quit && s->fault.kind == AB_SUT_OK)
 		return ab_error_set("sut: the SUT has quit");
-	return ab_error_setc(fault_code(s->fault.kind), "sut: %s", s->fault.reason);
+	return ab_error_setc(ab_sut_fault_code(s->fault.kind), "sut: %s", s->fault.reason);
 }
 
 /* stdout ended or stdin broke: the SUT exited (or is about to). Classify how. */
@@ -801,7 +807,7 @@ int ab_sut_quit(struct ab_proc_status *out, ab_sut *s)
 	} else {
 		st = s->fault.exit;
 		if (!s->quit)
-			error = ab_error_setc(fault_code(s->fault.kind), "sut: %s", s->fault.reason);
+			error = ab_error_setc(ab_sut_fault_code(s->fault.kind), "sut: %s", s->fault.reason);
 	}
 	if (out)
 		*out = st;

@@ -51,34 +51,16 @@ struct ab_sut_http {
 
 /* ---- faults (as sut.c classifies them) ---- */
 
-static int code_of(enum ab_sut_fault_kind kind)
-{
-	return kind == AB_SUT_TIMEOUT ? AB_ETIMEOUT : kind == AB_SUT_PROTOCOL ? AB_EINVALID : AB_ERROR;
-}
-
 static int hfail(ab_sut_http *h, struct ab_sut_fault *out, enum ab_sut_fault_kind kind, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static int hfail(ab_sut_http *h, struct ab_sut_fault *out, enum ab_sut_fault_kind kind, const char *fmt, ...)
 {
-	struct ab_sut_fault *f = &h->fault;
+	char reason[sizeof(h->fault.reason)];
 	va_list ap;
-	memset(f, 0, sizeof(*f));
-	f->kind = kind;
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	if (kind != AB_SUT_SUT_ERROR && h->proc) {
-		char *tail = NULL;
-		ab_proc_kill(&f->exit, h->proc, kind == AB_SUT_TIMEOUT ? 1000 : 200, kind == AB_SUT_TIMEOUT);
-		if (ab_proc_stderr_tail(&tail, h->proc, sizeof(f->stderr_tail) - 1) == 0)
-			snprintf(f->stderr_tail, sizeof(f->stderr_tail), "%s", tail);
-		free(tail);
-		h->dead = 1;
-	}
-	if (out)
-		*out = *f;
-	ab_error_setc(code_of(kind), "sut: %s", f->reason);
-	return code_of(kind);
+	return ab_sut_fault_record(&h->fault, out, h->proc, &h->dead, kind, reason);
 }
 
 /* The server is gone (or the connection broke): a crash when it exited, else `fallback`. */
@@ -534,7 +516,7 @@ int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_
 	if (h->dead) {
 		if (fault)
 			*fault = h->fault;
-		return ab_error_setc(code_of(h->fault.kind), "sut: %s", h->quit ? "the SUT has quit" : h->fault.reason);
+		return ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->quit ? "the SUT has quit" : h->fault.reason);
 	}
 	if (spec)
 		return hfail(h, fault, AB_SUT_SUT_ERROR, "speculative requests are not available over HTTP");
@@ -614,7 +596,7 @@ int ab_sut_http_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_
 	if (h->dead) {
 		if (fault)
 			*fault = h->fault;
-		return ab_error_setc(code_of(h->fault.kind), "sut: %s", h->fault.reason);
+		return ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->fault.reason);
 	}
 	return hfail(h, fault, AB_SUT_SUT_ERROR, "scoring unavailable: the %s API gives no prompt log-probs by "
 		"token id (accuracy gates unavailable for this SUT)", h->api == AB_SUT_HTTP_LLAMA ? "llama" : "completions");
@@ -640,7 +622,7 @@ int ab_sut_http_quit(struct ab_proc_status *out, ab_sut_http *h)
 	} else {
 		st = h->fault.exit;
 		if (!h->quit)
-			error = ab_error_setc(code_of(h->fault.kind), "sut: %s", h->fault.reason);
+			error = ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->fault.reason);
 	}
 	if (out)
 		*out = st;

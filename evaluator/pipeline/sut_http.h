@@ -12,6 +12,13 @@
 
 typedef struct ab_sut_http ab_sut_http;
 
+/* Shared with sut.c, which defines them: the error code of a fault kind, and recording a fault into
+ * *f (copied to *out when set): for any kind but AB_SUT_SUT_ERROR the process group is killed, its
+ * stderr tail kept and *dead set. Returns the error code, with the last-error message set. */
+int ab_sut_fault_code(enum ab_sut_fault_kind kind);
+int ab_sut_fault_record(struct ab_sut_fault *f, struct ab_sut_fault *out, ab_proc *proc, int *dead,
+	enum ab_sut_fault_kind kind, const char *reason);
+
 /* Starts the server and waits for it; *out owned by the caller (ab_sut_http_free). As ab_sut_start. */
 int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struct ab_sut_config *config);
 
