@@ -16,6 +16,7 @@
 #   SEED_BASE   if set, evaluation i uses seed SEED_BASE+i (default: a fresh seed each)
 #   EVAL_TIMEOUT_S  limit per evaluation (default 900)
 #   DEADLINE_S  stop starting (and cut) evaluations this many seconds after the start (default none)
+#   NO_SANDBOX  1: evaluate with --no-sandbox (default: bubblewrap from the carried package)
 # Results: WORK/NAME.{json,md,txt,log} per evaluation (WORK defaults to /tmp/abgate-work), and in
 # OUT only summary.log and results.tgz (all of WORK plus the SUT and build logs of the state dir),
 # refreshed after every evaluation so a run cut short still returns what it finished.
@@ -52,6 +53,15 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # ember's build needs jansson's headers; the GPU image has only the runtime.
 gpu_jansson_setup "$CARRY/deb"
 log "$GPU_JANSSON_MSG"
+# The PR's build and SUT run under bubblewrap unless NO_SANDBOX=1 (then every report says so).
+sandbox_args=()
+if [ -n "${NO_SANDBOX:-}" ]; then
+	sandbox_args=(--no-sandbox)
+	log "sandbox: off (NO_SANDBOX=1)"
+else
+	gpu_bwrap_setup "$CARRY/deb-bwrap"
+	log "sandbox: $GPU_BWRAP_MSG"
+fi
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"
 "$ABGATE" version >/dev/null 2>&1 || { log "abgate does not run here: $("$ABGATE" version 2>&1 | head -3)"; exit 3; }
@@ -79,7 +89,7 @@ for exp in "$@"; do
 	log "eval $name: base $base, head $head (limit $limit s)"
 	start=$SECONDS
 	timeout --kill-after=20 "$limit" "$ABGATE" eval --repo "$REPO" --base "$base" --head "$head" \
-		"${suite_args[@]}" "${seed_args[@]}" --state "$STATE" \
+		"${suite_args[@]}" "${seed_args[@]}" "${sandbox_args[@]}" --state "$STATE" \
 		--json "$WORK/$name.json" --markdown "$WORK/$name.md" >"$WORK/$name.txt" 2>"$WORK/$name.log"
 	rc=$?
 	label=$(json_get "$WORK/$name.json" "d['verdict']['label']")

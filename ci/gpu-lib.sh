@@ -1,5 +1,5 @@
 # ci/gpu-lib.sh - sourced by the GPU-machine scripts (gpu-kernels.sh, gpu-decode-sweep.sh, gpu-eval.sh):
-# their summary log, time-limited steps and model generation, and the jansson setup.
+# their summary log, time-limited steps and model generation, and the jansson and bubblewrap setups.
 #
 # log MSG...: a timestamped line, to stdout and to $SUMMARY (set by the caller).
 log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$SUMMARY"; }
@@ -40,4 +40,25 @@ gpu_jansson_setup() {
 	export PKG_CONFIG_PATH=$root/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
 	export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 	GPU_JANSSON_MSG="jansson headers from the carried packages in $root"
+}
+
+# gpu_bwrap_setup DEB_DIR: the sandbox needs bubblewrap and the GPU image has none. Debian's
+# package carried in DEB_DIR (ci/gpu-pack.sh) is unpacked into a private prefix put first on PATH
+# (it needs only libc, libcap2 and libselinux1, which the image has); then `bwrap --version` and a
+# sandboxed `nvidia-smi -L` with the device nodes bound in are tried, so a box whose kernel or
+# container refuses namespaces says so before any evaluation starts.
+#   usage: gpu_bwrap_setup DEB_DIR; echo "$GPU_BWRAP_MSG"     (in the current shell: it exports PATH)
+gpu_bwrap_setup() {
+	local deb_dir=$1 root=/tmp/bwrap-root d devs=()
+	if ! command -v bwrap >/dev/null 2>&1; then
+		GPU_BWRAP_MSG="no bwrap and no package in $deb_dir"
+		ls "$deb_dir"/*.deb >/dev/null 2>&1 || return 1
+		for d in "$deb_dir"/*.deb; do dpkg -x "$d" "$root"; done
+		export PATH=$root/usr/bin:$PATH
+	fi
+	for d in /dev/nvidia*; do [ -e "$d" ] && devs+=(--dev-bind "$d" "$d"); done
+	GPU_BWRAP_MSG="$(bwrap --version 2>&1 | head -1) at $(command -v bwrap); sandboxed nvidia-smi -L: $(
+		bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/lib /lib \
+			--symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev "${devs[@]}" \
+			--ro-bind-try /sys /sys nvidia-smi -L 2>&1 | head -2 | tr '\n' ' ')"
 }

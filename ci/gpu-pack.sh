@@ -2,7 +2,7 @@
 # ci/gpu-pack.sh - prepares .gpu/eval/ (git-ignored) for ci/gpu-eval.sh on the GPU machine, which
 # has no libgit2, libmicrohttpd or jansson headers: the abgate binary built here with every
 # library it loads (../shared/tools/pack-libs.sh does the ldd walk), jansson's Debian packages for
-# ember's source builds there, and a bare copy of this repository with the experiment branches
+# ember's source builds there, Debian's bubblewrap for the sandbox, and a bare copy of this repository with the experiment branches
 # of ci/gpu-experiments.sh.
 #   usage: ci/gpu-pack.sh [BUILD_DIR]       (default build/; abgate must be built there)
 set -euo pipefail
@@ -21,6 +21,10 @@ else
 fi
 (cd "$dest/deb" && apt-get download libjansson-dev libjansson4 >/dev/null 2>&1) ||
   echo "gpu-pack: could not download jansson packages (ember will need jansson headers there)" >&2
+# bubblewrap for the sandbox (the GPU image has none); gpu_bwrap_setup unpacks it there.
+mkdir -p "$dest/deb-bwrap"
+(cd "$dest/deb-bwrap" && apt-get download bubblewrap >/dev/null 2>&1) ||
+  echo "gpu-pack: could not download bubblewrap (evaluations there will need --no-sandbox)" >&2
 git clone -q --bare . "$dest/repo.git"
 bash ci/gpu-experiments.sh "$dest/repo.git"
 du -sh "$dest" | awk '{print "gpu-pack: " $1 " in " $2}'

@@ -8,7 +8,7 @@ total target steps, as train_pair.py eval reports it). Prompts: windows cut from
 little-endian uint32 id file the way `train_pair.py eval` cuts them (same --seed), or --prompts-json.
 
   spec_tau.py --ember build/bin/ember --target T.gguf --draft D.gguf --ids heldout.u32 [--n 16]
-              [--prompt-len 64] [--gen 64] [--depth 15] [--seed 5] [--min-tau X]
+              [--prompt-len 64] [--gen 64] [--depth 15] [--seed 5] [--min-tau X] [--backend cpu|cuda]
 Exit status 1 when a spec answer differs from plain, or tau < --min-tau.
 """
 
@@ -41,6 +41,7 @@ def main():
     ap.add_argument("--depth", type=int, default=0, help="EMBER_SPEC_DEPTH (0: block size - 1)")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--min-tau", type=float, default=0.0)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
@@ -51,7 +52,7 @@ def main():
     env = dict(os.environ)
     if a.depth:
         env["EMBER_SPEC_DEPTH"] = str(a.depth)
-    proc = subprocess.Popen([a.ember, "serve", "--stdio", "--model", a.target, "--draft", a.draft, "--backend", "cpu",
+    proc = subprocess.Popen([a.ember, "serve", "--stdio", "--model", a.target, "--draft", a.draft, "--backend", a.backend,
                              "--threads", str(a.threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env, text=True)
     ready = json.loads(proc.stdout.readline())

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# ci/gpu-trained.sh - the trained pair's run on the GPU machine (not CI): trains a target + DFlash
+# draft with tools/train_pair.py from a prep dir made here (`train_pair.py prep`: the corpus and
+# tokenizer need sentencepiece, which the GPU image may lack), while ember builds for CUDA; then
+# on the trained files: test_cuda_spec (speculative output equals plain on the GPU), tau on the
+# held-out prompts at depths 3/5/7/15 through `ember serve --backend cuda` (tools/spec_tau.py, with
+# ember's plain and spec decode times), and ember-bench --spec (plain vs spec tok/s on the GPU).
+# The GGUF files, the training log and every step's log go to $OUT.
+#   PREP (default .gpu/train/p64)  PRESET (default gpu64)  SEED (default 1)
+#   TRAIN_LIMIT_S (default 420)    OUT (default /tmp/trained-out)
+# jansson's Debian packages come from $DEB (default .gpu/deb) when the image lacks the headers.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/trained-out}
+PREP=${PREP:-.gpu/train/p64}
+PRESET=${PRESET:-gpu64}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.log
+source ci/gpu-lib.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+gpu_jansson_setup "${DEB:-$PWD/.gpu/deb}"
+log "$GPU_JANSSON_MSG"
+log "host: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $(python3 -c 'import torch; print("torch", torch.__version__)')"
+[ -s "$PREP/train.u32" ] || { log "no prep dir at $PREP (run train_pair.py prep here first)"; exit 2; }
+
+(cmake -S . -B build-cuda -DEMBER_CUDA=ON -DABGATE=OFF -DCMAKE_BUILD_TYPE=Release &&
+ cmake --build build-cuda -j12 --target ember ember-bench test_cuda_spec) >"$OUT/build.log" 2>&1 &
+BP=$!
+run "$OUT/train.log" "${TRAIN_LIMIT_S:-420}" "train $PRESET" \
+	python3 tools/train_pair.py train --out "$PREP" --preset "$PRESET" --seed "${SEED:-1}" --threads 4
+grep -E "held-out ppl|tau|slot" "$OUT/train.log" | tail -6
+for f in target-q8_0.gguf draft-q8_0.gguf draft-untrained-q8_0.gguf log.json; do
+	[ -f "$PREP/$f" ] && cp "$PREP/$f" "$OUT/"
+done
+wait $BP && log "PASS build" || { log "FAIL build"; grep -E "error" "$OUT/build.log" | head; exit 1; }
+[ -f "$PREP/draft-q8_0.gguf" ] || exit 1
+B=build-cuda/bin
+T=$PREP/target-q8_0.gguf
+D=$PREP/draft-q8_0.gguf
+run "$OUT/info.log" 30 "ember info" sh -c "$B/ember info $T && $B/ember info $D"
+run "$OUT/spec.log" 120 "test_cuda_spec trained" $B/test_cuda_spec "$T" "$D"
+grep -E "FAIL|FATAL|spec tokens|steps," "$OUT/spec.log" | head -10
+for depth in 3 5 7 15; do
+	run "$OUT/tau.log" 120 "tau cuda depth $depth" python3 tools/spec_tau.py --ember $B/ember --backend cuda \
+		--target "$T" --draft "$D" --ids "$PREP/heldout.u32" --n 64 --seed 12 --gen 64 --depth $depth --json
+done
+run "$OUT/tau.log" 120 "tau cuda untrained" python3 tools/spec_tau.py --ember $B/ember --backend cuda \
+	--target "$T" --draft "$PREP/draft-untrained-q8_0.gguf" --ids "$PREP/heldout.u32" --n 64 --seed 12 --gen 64 --json
+grep '^{' "$OUT/tau.log" | python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l); print("depth %s tau %.4f speedup %s mismatches %d" % (d["depth"], d["tau"], d["spec_speedup"], d["spec_mismatches"]))'
+run "$OUT/bench.log" 120 "bench trained spec" $B/ember-bench --model "$T" --decode 128 --gen 128 --reps 7 --verify 16 --spec "$D"
+grep -E "^model|^draft|^decode|^verify|^spec" "$OUT/bench.log"
+cat "$SUMMARY"
