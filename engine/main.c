@@ -128,6 +128,7 @@ static int unknown_option(const char *cmd, const char *arg, const char *usage)
 static int cmd_serve(int argc, char **argv)
 {
 	struct ember_serve_config c = {0};
+	struct ember_session_config *sc = &c.session;
 	int stdio = 0;
 	for (int i = 1; i < argc; i++) {
 		if (FLAG("--help") || FLAG("-h")) {
@@ -135,16 +136,16 @@ static int cmd_serve(int argc, char **argv)
 			return 0;
 		}
 		if (FLAG("--stdio")) { stdio = 1; continue; }
-		if (FLAG("--model")) { c.model_path = VALUE(); continue; }
-		if (FLAG("--draft")) { c.draft_path = VALUE(); continue; }
-		if (FLAG("--backend")) { c.backend = VALUE(); continue; }
-		INT_OPT("--threads", 1, 4096, c.n_threads)
-		INT_OPT("--ctx", 1, 1 << 24, c.n_ctx)
-		INT_OPT("--batch", 1, 1 << 20, c.max_batch)
+		if (FLAG("--model")) { sc->model_path = VALUE(); continue; }
+		if (FLAG("--draft")) { sc->draft_path = VALUE(); continue; }
+		if (FLAG("--backend")) { sc->backend = VALUE(); continue; }
+		INT_OPT("--threads", 1, 4096, sc->n_threads)
+		INT_OPT("--ctx", 1, 1 << 24, sc->n_ctx)
+		INT_OPT("--batch", 1, 1 << 20, sc->max_batch)
 		INT_OPT("--max-line", 2, 1LL << 30, c.max_line)
 		return unknown_option("serve", argv[i], usage_serve);
 	}
-	if (!stdio || !c.model_path) {
+	if (!stdio || !sc->model_path) {
 		fprintf(stderr, "ember serve: --stdio and --model are required\n\n%s", usage_serve);
 		return 2;
 	}
