@@ -151,7 +151,9 @@ static enum MHD_Result respond_error(struct server *srv, struct MHD_Connection *
 	logf_(srv, "HTTP %u: %s", status, message);
 	if (!allow)
 		return respond_json(conn, status, error_json(status, message));
-	char *text = json_dumps(error_json(status, message), JSON_COMPACT);
+	json_t *v = error_json(status, message);
+	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
 	enum MHD_Result ret = respond(conn, status, "application/json", text ? text : "{}", allow);
 	free(text);
 	return ret;

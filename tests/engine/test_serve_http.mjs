@@ -239,7 +239,8 @@ async function main() {
   await testErrors(s.port);
   check(s.proc.exitCode === null, 'server died: ' + s.log());
   s.proc.kill('SIGTERM');
-  await new Promise(r => s.proc.on('exit', r));
+  const code = await new Promise(r => s.proc.on('exit', c => r(c)));
+  check(code === 0, 'SIGTERM exit status ' + code + ' (under ASan: a leak report) ' + s.log().slice(-2000));
   await testStreamingAndDrops(prompt);
   const bad = spawnSync(ember, ['serve', '--http', '127.0.0.1:notaport', '--model', model], { encoding: 'utf8' });
   check(bad.status === 1 && /bad port/.test(bad.stderr), 'bad listen address: ' + bad.status + ' ' + bad.stderr);
