@@ -1,6 +1,6 @@
 /*
  * main.c - the `ember` executable: parses the command line and hands over to the engine library
- * (serve.c, gen.c, info.c, probe.c). Commands: serve, gen, info, logits, bench.
+ * (serve.c, serve_http.c, gen.c, info.c, probe.c). Commands: serve, gen, info, logits, bench.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,13 +17,14 @@
 #include "model.h"
 #include "probe.h"
 #include "serve.h"
+#include "serve_http.h"
 #include "spec.h"
 
 static const char *usage_main =
 	"usage: ember <command> [options]\n"
 	"\n"
 	"commands:\n"
-	"  serve   answer the SUT protocol on stdin/stdout (DESIGN.md, Contract 1)\n"
+	"  serve   answer the SUT protocol on stdin/stdout (DESIGN.md, Contract 1), or HTTP (--http)\n"
 	"  gen     write a synthetic Qwen3 GGUF with seeded weights\n"
 	"  info    print a GGUF file's metadata, tensors and model parameters\n"
 	"  logits  print or save the logits of a token sequence (debugging, reference checks)\n"
@@ -33,21 +34,31 @@ static const char *usage_main =
 
 static const char *usage_serve =
 	"usage: ember serve --stdio --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
-	"                   [--batch N] [--max-line N]\n"
+	"                   [--batch N] [--max-line N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
+	"       ember serve --http ADDR:PORT --model FILE [--backend cpu|cuda] [--threads N] [--ctx N]\n"
+	"                   [--batch N] [--max-body N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
 	"\n"
-	"Loads FILE, prints the ready line, then answers one JSON request per line on stdin:\n"
+	"--stdio loads FILE, prints the ready line, then answers one JSON request per line on stdin:\n"
 	"  {\"op\":\"generate\",\"id\":1,\"prompt\":[ids],\"max_tokens\":N,\"spec\":false}\n"
 	"  {\"op\":\"score\",\"id\":2,\"prompt\":[ids],\"top_k\":K,\"ids\":[[ids],...],\"first\":0}\n"
 	"  {\"op\":\"quit\"}\n"
 	"stdout carries only protocol lines; logs go to stderr.\n"
+	"--http listens on ADDR:PORT (PORT 0: a free one, logged) until SIGTERM/SIGINT: GET /health, /props,\n"
+	"/v1/models; POST /completion (llama-server) and /v1/completions (OpenAI) with token-id prompts,\n"
+	"greedy, streamed per token with \"stream\": true; one generation at a time (others get 503).\n"
+	"Needs an ember built with libmicrohttpd. docs/http-sut.md has the fields.\n"
 	"\n"
 	"  --draft FILE  a DFlash draft GGUF for \"spec\":true requests (EMBER_SPEC_DEPTH = proposals per\n"
-	"                step, 1..block-1, default block-1)\n"
+	"                step, 1..block-1, default block-1); --stdio only\n"
 	"  --backend B   cpu or cuda (default: cuda when built and a GPU is present, else cpu)\n"
 	"  --threads N   CPU worker threads (default: all cores)\n"
 	"  --ctx N       KV cache positions (default: min(context_length, 4096))\n"
 	"  --batch N     largest prefill chunk per forward pass (default: backend's)\n"
-	"  --max-line N  longest request line in bytes (default 16 MiB); longer ones get an error\n";
+	"  --max-line N  longest request line in bytes (default 16 MiB); longer ones get an error\n"
+	"  --max-body N  largest HTTP request body in bytes (default 1 MiB); larger ones get 413\n"
+	"  --debug-token-delay-us N  sleep N microseconds after every decode step (fault injection for\n"
+	"                tests of the harness: a slower engine on demand)\n"
+	"  @ARGS_FILE    more options from a file, separated by white space, # to end of line a comment\n";
 
 static const char *usage_gen =
 	"usage: ember gen --shape NAME --quant TYPE --seed N -o FILE [--threads N]\n"
@@ -125,31 +136,154 @@ static int unknown_option(const char *cmd, const char *arg, const char *usage)
 	return 2;
 }
 
+/* Options of `ember serve` with each @FILE replaced by the options it holds (whitespace-separated,
+ * '#' to the end of a line a comment; no nesting; files up to 64 KiB, 256 options in all). On
+ * success *out_argv (NULL-terminated) and *storage are the caller's to free. */
+static int expand_args_files(int argc, char **argv, int *out_argc, char ***out_argv, char **storage)
+{
+	enum { FILE_MAX = 64 << 10, ARGS_MAX = 256 };
+	char **args = calloc(ARGS_MAX + 1, sizeof(*args)), *text = NULL;
+	size_t used = 0;
+	int n = 0;
+	if (!args || !(text = malloc(1))) {
+		fprintf(stderr, "ember serve: out of memory\n");
+		goto fail;
+	}
+	for (int i = 0; i < argc; i++) { /* first pass: every file's text into `text`, one after another */
+		if (argv[i][0] != '@')
+			continue;
+		FILE *f = fopen(argv[i] + 1, "r");
+		if (!f) {
+			fprintf(stderr, "ember serve: cannot read %s: %s\n", argv[i] + 1, strerror(errno));
+			goto fail;
+		}
+		char *grown = realloc(text, used + FILE_MAX + 2);
+		if (!grown) {
+			fclose(f);
+			fprintf(stderr, "ember serve: out of memory\n");
+			goto fail;
+		}
+		text = grown;
+		size_t got = fread(text + used, 1, FILE_MAX + 1, f);
+		fclose(f);
+		if (got > FILE_MAX || memchr(text + used, '\0', got)) {
+			fprintf(stderr, "ember serve: %s is over %d bytes or holds a NUL byte\n", argv[i] + 1, FILE_MAX);
+			goto fail;
+		}
+		text[used + got] = '\0';
+		used += got + 1;
+	}
+	char *p = text; /* second pass: the options, the files' split in place, in argv order */
+	for (int i = 0; i < argc; i++) {
+		if (argv[i][0] != '@') {
+			if (n == ARGS_MAX)
+				goto too_many;
+			args[n++] = argv[i];
+			continue;
+		}
+		char *end = p + strlen(p);
+		while (p < end) {
+			p += strspn(p, " \t\r\n");
+			if (*p == '#') {
+				p += strcspn(p, "\n");
+				continue;
+			}
+			if (!*p)
+				break;
+			if (n == ARGS_MAX)
+				goto too_many;
+			args[n++] = p;
+			p += strcspn(p, " \t\r\n");
+			if (*p)
+				*p++ = '\0';
+		}
+		p = end + 1;
+	}
+	*out_argc = n;
+	*out_argv = args;
+	*storage = text;
+	return 0;
+too_many:
+	fprintf(stderr, "ember serve: more than %d options\n", ARGS_MAX);
+fail:
+	free(args);
+	free(text);
+	return -1;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
 	struct ember_serve_config c = {0};
-	int stdio = 0;
+	struct ember_serve_http_config hc = {0};
+	struct ember_session_config *sc = &c.session;
+	const char *http = NULL;
+	int stdio = 0, status = 2;
+	char **args = NULL, *storage = NULL;
+	if (expand_args_files(argc, argv, &argc, &args, &storage))
+		return 2;
+	argv = args;
+#undef INT_OPT
+#define INT_OPT(name, lo, hi, dst)                                   \
+	if (FLAG(name)) {                                                \
+		long long v_;                                                \
+		if (parse_int(VALUE(), name, lo, hi, &v_))                   \
+			goto cleanup;                                            \
+		dst = v_;                                                    \
+		continue;                                                    \
+	}
 	for (int i = 1; i < argc; i++) {
 		if (FLAG("--help") || FLAG("-h")) {
 			fputs(usage_serve, stdout);
-			return 0;
+			status = 0;
+			goto cleanup;
 		}
 		if (FLAG("--stdio")) { stdio = 1; continue; }
-		if (FLAG("--model")) { c.model_path = VALUE(); continue; }
-		if (FLAG("--draft")) { c.draft_path = VALUE(); continue; }
-		if (FLAG("--backend")) { c.backend = VALUE(); continue; }
-		INT_OPT("--threads", 1, 4096, c.n_threads)
-		INT_OPT("--ctx", 1, 1 << 24, c.n_ctx)
-		INT_OPT("--batch", 1, 1 << 20, c.max_batch)
+		if (FLAG("--http")) { http = VALUE(); continue; }
+		if (FLAG("--model")) { sc->model_path = VALUE(); continue; }
+		if (FLAG("--draft")) { sc->draft_path = VALUE(); continue; }
+		if (FLAG("--backend")) { sc->backend = VALUE(); continue; }
+		INT_OPT("--threads", 1, 4096, sc->n_threads)
+		INT_OPT("--ctx", 1, 1 << 24, sc->n_ctx)
+		INT_OPT("--batch", 1, 1 << 20, sc->max_batch)
 		INT_OPT("--max-line", 2, 1LL << 30, c.max_line)
-		return unknown_option("serve", argv[i], usage_serve);
+		INT_OPT("--max-body", 1, 1LL << 30, hc.max_body)
+		INT_OPT("--debug-token-delay-us", 0, 10000000, sc->token_delay_us)
+		status = unknown_option("serve", argv[i], usage_serve);
+		goto cleanup;
 	}
-	if (!stdio || !c.model_path) {
-		fprintf(stderr, "ember serve: --stdio and --model are required\n\n%s", usage_serve);
-		return 2;
+	if (stdio == !!http || !sc->model_path) {
+		fprintf(stderr, "ember serve: --model and one of --stdio / --http ADDR:PORT are required\n\n%s", usage_serve);
+		goto cleanup;
 	}
-	return ember_serve_run(&c, stdin, stdout, stderr) ? 1 : 0;
+	if (stdio) {
+		status = ember_serve_run(&c, stdin, stdout, stderr) ? 1 : 0;
+		goto cleanup;
+	}
+	if (!ember_serve_http_available()) {
+		fprintf(stderr, "ember serve: %s\n", "this ember was built without libmicrohttpd: --http is unavailable "
+		        "(install libmicrohttpd's development package and reconfigure; --stdio works)");
+		status = 1;
+		goto cleanup;
+	}
+	hc.session = *sc;
+	hc.listen = http;
+	status = ember_serve_http_run(&hc, stderr) ? 1 : 0;
+	if (status)
+		fprintf(stderr, "ember serve: %s\n", ember_error_last());
+cleanup:
+	free(args);
+	free(storage);
+	return status;
 }
+#undef INT_OPT
+#define INT_OPT(name, lo, hi, dst)                                   \
+	if (FLAG(name)) {                                                \
+		long long v_;                                                \
+		if (parse_int(VALUE(), name, lo, hi, &v_))                   \
+			return 2;                                                \
+		dst = v_;                                                    \
+		continue;                                                    \
+	}
 
 static void gen_progress(void *payload, uint64_t done, uint64_t total)
 {

@@ -5,6 +5,7 @@
  * greedy from an empty cache with a "first" event right after prefill; score is teacher-forced
  * and streams its (possibly large) answer without building a JSON tree. With a DFlash draft
  * (--draft), "spec": true decodes speculatively through spec.c; the tokens equal plain greedy's.
+ * Loading, token checks and the generate loop are session.c's, shared with the HTTP server.
  */
 #include "serve.h"
 
@@ -17,10 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "draft.h"
 #include "error.h"
-#include "model.h"
+#include "session.h"
 #include "spec.h"
 
 #define SCORE_CHUNK 64    /* positions per forward call while scoring (bounds the logits buffer) */
@@ -29,22 +28,12 @@
 struct server {
 	const struct ember_serve_config *config;
 	FILE *in, *out, *log;
-	struct ember_model *model;
-	const struct ember_backend_ops *ops;
-	struct ember_backend *be;
-	struct ember_draft *draft;  /* NULL without --draft */
-	int spec_depth;             /* proposals per step (EMBER_SPEC_DEPTH) */
-	int n_ctx;
-	float *logits;            /* [SCORE_CHUNK][n_vocab] */
-	int32_t *heap;            /* top-k scratch, n_vocab */
+	struct ember_session *ss;   /* model, backend, draft (NULL without --draft) */
+	float *logits;              /* [SCORE_CHUNK][n_vocab] */
+	int32_t *heap;              /* top-k scratch, n_vocab */
 };
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return ember_session_now_ms(); }
 
 /* ---- output ---- */
 
@@ -82,36 +71,12 @@ static void emit_error(struct server *s, json_t *id, const char *fmt, ...)
 static int read_tokens(struct server *s, json_t *id, json_t *arr, const char *field, size_t max_len,
                        const char *limit_name, int32_t **out)
 {
-	if (!json_is_array(arr)) {
-		emit_error(s, id, "'%s' must be an array of token ids", field);
+	int n = 0;
+	if (ember_session_read_tokens(s->ss, arr, field, max_len, limit_name, out, &n)) {
+		emit_error(s, id, "%s", ember_error_last());
 		return -1;
 	}
-	size_t n = json_array_size(arr);
-	if (n > max_len) {
-		emit_error(s, id, "'%s' has %zu tokens, more than the %s (%zu)", field, n, limit_name, max_len);
-		return -1;
-	}
-	int32_t *tokens = malloc((n ? n : 1) * sizeof(*tokens));
-	if (!tokens) {
-		emit_error(s, id, "out of memory");
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_t *v = json_array_get(arr, i);
-		json_int_t t = json_is_integer(v) ? json_integer_value(v) : -1;
-		if (!json_is_integer(v) || t < 0 || t >= s->model->hp.n_vocab) {
-			if (json_is_integer(v))
-				emit_error(s, id, "'%s'[%zu] = %" JSON_INTEGER_FORMAT " is outside the vocabulary (0..%d)", field, i,
-				           t, s->model->hp.n_vocab - 1);
-			else
-				emit_error(s, id, "'%s'[%zu] is not an integer token id", field, i);
-			free(tokens);
-			return -1;
-		}
-		tokens[i] = (int32_t)t;
-	}
-	*out = tokens;
-	return (int)n;
+	return n;
 }
 
 /* The request's non-empty "prompt" (at most n_ctx tokens) into a new buffer (caller frees).
@@ -124,7 +89,7 @@ static int read_prompt(struct server *s, json_t *req, json_t *id, int32_t **out)
 		emit_error(s, id, "missing field 'prompt'");
 		return -1;
 	}
-	int n = read_tokens(s, id, arr, "prompt", (size_t)s->n_ctx, "context", &prompt);
+	int n = read_tokens(s, id, arr, "prompt", (size_t)s->ss->n_ctx, "context", &prompt);
 	if (n == 0) {
 		emit_error(s, id, "'prompt' is empty");
 		free(prompt);
@@ -172,9 +137,10 @@ static void emit_first(void *payload)
 /* generate with "spec": true: the DFlash loop, then done with the spec stats. */
 static void generate_spec(struct server *s, json_t *id, const int32_t *prompt, int n, int max_tokens, int32_t *gen)
 {
+	struct ember_session *ss = s->ss;
 	struct ember_spec_stats st;
 	struct first_event first = {s, id};
-	if (ember_spec_generate(s->ops, s->be, s->draft, prompt, n, max_tokens, s->spec_depth, gen, &st, emit_first,
+	if (ember_spec_generate(ss->ops, ss->be, ss->draft, prompt, n, max_tokens, ss->spec_depth, gen, &st, emit_first,
 	                        &first)) {
 		emit_error(s, id, "speculative decode failed: %s", ember_error_last());
 		return;
@@ -186,7 +152,7 @@ static void generate_spec(struct server *s, json_t *id, const int32_t *prompt, i
 	                       id_copy(id), "event", "done", "tokens", tokens, "stats", "prefill_ms", st.prefill_ms,
 	                       "decode_ms", st.total_ms - st.prefill_ms, "prompt_tokens", n, "gen_tokens", max_tokens,
 	                       "target_steps", st.target_steps, "drafted", st.drafted, "accepted", st.accepted,
-	                       "accept_mean", st.accept_mean, "spec_depth", s->spec_depth, "draft_ms", st.draft_ms,
+	                       "accept_mean", st.accept_mean, "spec_depth", ss->spec_depth, "draft_ms", st.draft_ms,
 	                       "verify_ms", st.verify_ms));
 }
 
@@ -194,13 +160,14 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 {
 	int32_t *prompt = NULL, *gen = NULL;
 	long long max_tokens;
+	struct ember_session_gen g;
 	json_t *spec = json_object_get(req, "spec");
 	if (spec && !json_is_boolean(spec)) {
 		emit_error(s, id, "'spec' must be true or false");
 		return;
 	}
 	const int speculative = spec && json_is_true(spec);
-	if (speculative && !s->draft) {
+	if (speculative && !s->ss->draft) {
 		emit_error(s, id, "speculative decoding is not supported by this engine build without a draft model "
 		           "(start ember serve with --draft FILE)");
 		return;
@@ -208,38 +175,34 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 	int n = read_prompt(s, req, id, &prompt);
 	if (n < 0)
 		return;
-	if (read_int(s, req, id, "max_tokens", 1, 0, 1, s->n_ctx, &max_tokens))
+	if (read_int(s, req, id, "max_tokens", 1, 0, 1, s->ss->n_ctx, &max_tokens))
 		goto cleanup;
-	if (n + max_tokens > s->n_ctx) {
-		emit_error(s, id, "prompt (%d tokens) + max_tokens (%lld) exceeds the context of %d", n, max_tokens, s->n_ctx);
-		goto cleanup;
-	}
 	if (!(gen = malloc((size_t)max_tokens * sizeof(*gen)))) {
 		emit_error(s, id, "out of memory");
+		goto cleanup;
+	}
+	if (ember_session_gen_init(&g, s->ss, prompt, n, max_tokens, "max_tokens", gen)) {
+		emit_error(s, id, "%s", ember_error_last());
 		goto cleanup;
 	}
 	if (speculative) {
 		generate_spec(s, id, prompt, n, (int)max_tokens, gen);
 		goto cleanup;
 	}
-	double t0 = now_ms();
-	if (s->ops->forward(s->be, prompt, n, 0, 0, NULL, &gen[0])) {
-		emit_error(s, id, "prefill failed: %s", ember_error_last());
+	if (ember_session_step(s->ss, &g)) {
+		emit_error(s, id, "generate failed: %s", ember_error_last());
 		goto cleanup;
 	}
-	double t1 = now_ms();
 	emit_json(s, json_pack("{s:o, s:s}", "id", id_copy(id), "event", "first"));
-	int rc = max_tokens > 1 ? ember_backend_decode(s->ops, s->be, gen[0], n, (int)max_tokens - 1, gen + 1) : 0;
-	double t2 = now_ms();
-	if (rc) {
-		emit_error(s, id, "decode failed: %s", ember_error_last());
+	if (ember_session_rest(s->ss, &g)) {
+		emit_error(s, id, "generate failed: %s", ember_error_last());
 		goto cleanup;
 	}
 	json_t *tokens = json_array();
 	for (long long i = 0; i < max_tokens; i++)
 		json_array_append_new(tokens, json_integer(gen[i]));
 	emit_json(s, json_pack("{s:o, s:s, s:o, s:{s:f, s:f, s:i, s:I}}", "id", id_copy(id), "event", "done", "tokens",
-	                       tokens, "stats", "prefill_ms", t1 - t0, "decode_ms", t2 - t1, "prompt_tokens", n,
+	                       tokens, "stats", "prefill_ms", g.prefill_ms, "decode_ms", g.decode_ms, "prompt_tokens", n,
 	                       "gen_tokens", (json_int_t)max_tokens));
 cleanup:
 	free(prompt);
@@ -307,7 +270,7 @@ static void op_score(struct server *s, json_t *req, json_t *id)
 	FILE *text = NULL;
 	char *text_buf = NULL;
 	size_t text_len = 0;
-	const int n_vocab = s->model->hp.n_vocab;
+	const int n_vocab = s->ss->model->hp.n_vocab;
 	int n = read_prompt(s, req, id, &prompt);
 	if (n < 0)
 		return;
@@ -356,7 +319,7 @@ static void op_score(struct server *s, json_t *req, json_t *id)
 	for (int c0 = 0; c0 < n; c0 += SCORE_CHUNK) {
 		const int c1 = n - c0 < SCORE_CHUNK ? n : c0 + SCORE_CHUNK;
 		const int need_rows = c1 > first;
-		if (s->ops->forward(s->be, prompt + c0, c1 - c0, c0, need_rows, need_rows ? s->logits : NULL, NULL)) {
+		if (s->ss->ops->forward(s->ss->be, prompt + c0, c1 - c0, c0, need_rows, need_rows ? s->logits : NULL, NULL)) {
 			emit_error(s, id, "forward failed while scoring: %s", ember_error_last());
 			goto cleanup;
 		}
@@ -486,7 +449,8 @@ done:
 
 static void emit_ready(struct server *s)
 {
-	const struct ember_model *m = s->model;
+	const struct ember_session *ss = s->ss;
+	const struct ember_model *m = ss->model;
 	const struct ember_hparams *hp = &m->hp;
 	json_t *model = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:I, s:I}", "name", m->name, "arch",
 	                          hp->arch, "vocab_size", hp->n_vocab, "n_layer", hp->n_layer, "n_embd", hp->n_embd,
@@ -494,15 +458,15 @@ static void emit_ready(struct server *s)
 	                          hp->n_ff, "file_type", m->file_type, "n_params", (json_int_t)m->n_params,
 	                          "weight_bytes", (json_int_t)m->weight_bytes);
 	json_t *ready = json_pack("{s:b, s:i, s:s, s:s, s:s, s:i, s:o}", "ready", 1, "protocol", 1, "engine", "ember",
-	                          "backend", s->ops->name, "device", s->ops->device_name(s->be), "n_ctx", s->n_ctx, "model",
-	                          model);
-	if (s->draft) {
-		const struct ember_draft *d = s->draft;
+	                          "backend", ss->ops->name, "device", ss->ops->device_name(ss->be), "n_ctx", ss->n_ctx,
+	                          "model", model);
+	if (ss->draft) {
+		const struct ember_draft *d = ss->draft;
 		json_t *layers = json_array();
 		for (int i = 0; i < d->n_target_layers; i++)
 			json_array_append_new(layers, json_integer(d->target_layers[i]));
 		json_object_set_new(ready, "spec", json_pack("{s:s, s:i, s:i, s:s, s:i, s:o, s:i}", "kind", "dflash",
-		                                             "block_size", d->block_size, "depth", s->spec_depth, "draft",
+		                                             "block_size", d->block_size, "depth", ss->spec_depth, "draft",
 		                                             d->name, "draft_layers", d->hp.n_layer, "target_layers", layers,
 		                                             "mask_token_id", d->mask_token_id));
 	}
@@ -511,27 +475,9 @@ static void emit_ready(struct server *s)
 
 static int start(struct server *s)
 {
-	const struct ember_serve_config *c = s->config;
-	if (ember_model_load(&s->model, c->model_path) || ember_backend_select(&s->ops, c->backend))
+	if (ember_session_open(&s->ss, &s->config->session))
 		return EMBER_ERROR;
-	const int train = s->model->hp.n_ctx_train;
-	s->n_ctx = c->n_ctx > 0 ? c->n_ctx : (train < EMBER_SERVE_DEFAULT_CTX ? train : EMBER_SERVE_DEFAULT_CTX);
-	struct ember_backend_config bc = {.n_ctx = s->n_ctx, .n_threads = c->n_threads, .max_batch = c->max_batch};
-	if (c->draft_path) {
-		if (!ember_spec_supported(s->ops))
-			return ember_error_set(EMBER_EUNSUPPORTED, "backend %s has no speculative decoding (draft_attach, "
-			                       "draft_commit, draft_propose); --draft needs one that has (cpu, cuda)", s->ops->name);
-		if (ember_draft_load(&s->draft, c->draft_path, s->model) ||
-		    ember_spec_depth_from_env(s->draft->block_size, &s->spec_depth))
-			return EMBER_ERROR;
-		bc.capture_layers = s->draft->target_layers;
-		bc.n_capture = s->draft->n_target_layers;
-	}
-	if (s->ops->create(&s->be, s->model, &bc))
-		return ember_error_wrap(EMBER_ERROR, "backend %s", s->ops->name);
-	if (s->draft && s->ops->draft_attach(s->be, s->draft))
-		return ember_error_wrap(EMBER_ERROR, "backend %s: attaching the draft", s->ops->name);
-	const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+	const size_t n_vocab = (size_t)s->ss->model->hp.n_vocab;
 	s->logits = malloc(SCORE_CHUNK * n_vocab * sizeof(float));
 	s->heap = malloc(n_vocab * sizeof(int32_t));
 	if (!s->logits || !s->heap)
@@ -554,11 +500,14 @@ int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out
 		                        ember_error_last()));
 		goto cleanup;
 	}
-	fprintf(log, "ember serve: %s (%s, %d layers) on %s, n_ctx %d\n", s.model->name, s.model->file_type,
-	        s.model->hp.n_layer, s.ops->device_name(s.be), s.n_ctx);
-	if (s.draft)
-		fprintf(log, "ember serve: draft %s (dflash, %d layers, block %d), spec depth %d\n", s.draft->name,
-		        s.draft->hp.n_layer, s.draft->block_size, s.spec_depth);
+	const struct ember_session *ss = s.ss;
+	fprintf(log, "ember serve: %s (%s, %d layers) on %s, n_ctx %d\n", ss->model->name, ss->model->file_type,
+	        ss->model->hp.n_layer, ss->ops->device_name(ss->be), ss->n_ctx);
+	if (ss->draft)
+		fprintf(log, "ember serve: draft %s (dflash, %d layers, block %d), spec depth %d\n", ss->draft->name,
+		        ss->draft->hp.n_layer, ss->draft->block_size, ss->spec_depth);
+	if (ss->token_delay_us)
+		fprintf(log, "ember serve: debug token delay %d us per decode step\n", ss->token_delay_us);
 	emit_ready(&s);
 	if (!(line = malloc(cap))) {
 		error = ember_error_set(EMBER_ENOMEM, "out of memory");
@@ -582,9 +531,6 @@ cleanup:
 	free(line);
 	free(s.logits);
 	free(s.heap);
-	if (s.be)
-		s.ops->destroy(s.be);
-	ember_draft_free(s.draft);
-	ember_model_free(s.model);
+	ember_session_free(s.ss);
 	return error;
 }

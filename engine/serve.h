@@ -10,16 +10,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "session.h"
+
 #define EMBER_SERVE_MAX_LINE (16u << 20)   /* default request size cap (bytes) */
-#define EMBER_SERVE_DEFAULT_CTX 4096       /* KV positions when --ctx is not given (capped by the model) */
 
 struct ember_serve_config {
-	const char *model_path;
-	const char *draft_path;  /* a DFlash draft (draft.h) for "spec": true, or NULL */
-	const char *backend;     /* "cpu", "cuda" or NULL for the default */
-	int n_threads;           /* 0 = all cores */
-	int n_ctx;               /* 0 = min(context_length, EMBER_SERVE_DEFAULT_CTX) */
-	int max_batch;           /* 0 = backend default */
+	struct ember_session_config session; /* model, draft (for "spec": true), backend, threads, ctx */
 	size_t max_line;         /* 0 = EMBER_SERVE_MAX_LINE */
 };
 

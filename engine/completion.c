@@ -1,0 +1,150 @@
+/*
+ * completion.c - completion requests of the llama-server and OpenAI APIs (completion.h): a
+ * bounded jansson parse of the body, then field by field checks; token ids go through the
+ * session's checks (vocabulary, context) like the stdio server's.
+ */
+#include "completion.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static int opt_bool(const json_t *req, const char *field, int dflt, int *out)
+{
+	const json_t *v = json_object_get(req, field);
+	if (!v || json_is_null(v)) {
+		*out = dflt;
+		return 0;
+	}
+	if (!json_is_boolean(v))
+		return ember_error_set(EMBER_EFORMAT, "'%s' must be true or false", field);
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int opt_int(const json_t *req, const char *field, long long dflt, long long lo, long long hi, long long *out)
+{
+	const json_t *v = json_object_get(req, field);
+	if (!v || json_is_null(v)) {
+		*out = dflt;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return ember_error_set(EMBER_EFORMAT, "'%s' must be an integer in %lld..%lld", field, lo, hi);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* ember decodes greedily: a request may say so (temperature <= 0, or top_k 1) or say nothing. */
+static int check_greedy(const json_t *req)
+{
+	const json_t *t = json_object_get(req, "temperature"), *k = json_object_get(req, "top_k");
+	if (t && !json_is_null(t) && !json_is_number(t))
+		return ember_error_set(EMBER_EFORMAT, "'temperature' must be a number");
+	if (k && !json_is_null(k) && !json_is_integer(k))
+		return ember_error_set(EMBER_EFORMAT, "'top_k' must be an integer");
+	const int sampling = t && json_is_number(t) && json_number_value(t) > 0;
+	if (sampling && !(json_is_integer(k) && json_integer_value(k) == 1))
+		return ember_error_set(EMBER_EUNSUPPORTED, "ember serve decodes greedily only: send \"temperature\": 0 "
+		                       "(or \"top_k\": 1); temperature %g asks for sampling", json_number_value(t));
+	return 0;
+}
+
+/* "stop" needs text matching, which needs a tokenizer ember serve does not have. */
+static int check_no_stop(const json_t *req)
+{
+	const json_t *v = json_object_get(req, "stop");
+	if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0))
+		return 0;
+	return ember_error_set(EMBER_EUNSUPPORTED, "'stop' strings are not supported: ember serve has no tokenizer "
+	                       "(generation ends at the token count)");
+}
+
+static int parse_llama(const json_t *req, struct ember_completion *c, long long n_ctx)
+{
+	long long n_probs;
+	if (opt_int(req, "n_predict", -1, -1, 1LL << 30, &c->n_gen) || opt_bool(req, "return_tokens", 0, &c->return_tokens) ||
+	    opt_int(req, "n_probs", 0, 0, 1LL << 30, &n_probs))
+		return EMBER_EFORMAT;
+	if (n_probs > 0)
+		return ember_error_set(EMBER_EUNSUPPORTED, "n_probs not supported: ember serve --http returns no token "
+		                       "probabilities (use ember serve --stdio's score op)");
+	if (c->n_gen == 0)
+		return ember_error_set(EMBER_EFORMAT, "'n_predict' must be -1 (fill the context) or at least 1");
+	if (c->n_gen < 0 && (c->n_gen = n_ctx - c->n_prompt) < 1)
+		return ember_error_set(EMBER_EFORMAT, "prompt (%d tokens) leaves no room in the context of %lld", c->n_prompt,
+		                       n_ctx);
+	return 0;
+}
+
+static int parse_openai(const json_t *req, struct ember_completion *c)
+{
+	long long n = 1, best_of = 1;
+	int echo = 0;
+	const json_t *opts = json_object_get(req, "stream_options"), *lp = json_object_get(req, "logprobs");
+	if (opt_int(req, "max_tokens", EMBER_COMPLETION_DEFAULT_MAX_TOKENS, 1, 1LL << 30, &c->n_gen) || opt_int(req, "n", 1, 1, 1, &n) ||
+	    opt_int(req, "best_of", 1, 1, 1, &best_of) || opt_bool(req, "echo", 0, &echo))
+		return EMBER_EFORMAT;
+	if (echo)
+		return ember_error_set(EMBER_EUNSUPPORTED, "'echo' is not supported");
+	if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
+		return ember_error_set(EMBER_EUNSUPPORTED, "logprobs not supported: ember serve --http returns no token "
+		                       "probabilities");
+	if (opts && !json_is_null(opts) && !json_is_object(opts))
+		return ember_error_set(EMBER_EFORMAT, "'stream_options' must be an object");
+	if (opts && opt_bool(opts, "include_usage", 0, &c->include_usage))
+		return EMBER_EFORMAT;
+	return 0;
+}
+
+int ember_completion_parse(struct ember_completion *c, const struct ember_session *ss, const char *body, size_t len,
+                           enum ember_completion_api api)
+{
+	json_error_t jerr;
+	json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	int ignore_eos, error = EMBER_EFORMAT;
+	memset(c, 0, sizeof(*c));
+	c->api = api;
+	if (!req)
+		return ember_error_set(EMBER_EFORMAT, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+		                       jerr.text);
+	if (!json_is_object(req)) {
+		ember_error_set(EMBER_EFORMAT, "the request body must be a JSON object");
+		goto cleanup;
+	}
+	const json_t *prompt = json_object_get(req, "prompt");
+	if (!prompt) {
+		ember_error_set(EMBER_EFORMAT, "missing field 'prompt' (an array of token ids)");
+		goto cleanup;
+	}
+	if (json_is_string(prompt)) {
+		ember_error_set(EMBER_EFORMAT, "'prompt' must be an array of token ids: ember serve has no tokenizer");
+		goto cleanup;
+	}
+	if ((error = ember_session_read_tokens(ss, prompt, "prompt", (size_t)ss->n_ctx, "context", &c->prompt,
+	                                       &c->n_prompt)))
+		goto cleanup;
+	error = EMBER_EFORMAT;
+	if (c->n_prompt == 0) {
+		ember_error_set(EMBER_EFORMAT, "'prompt' is empty");
+		goto cleanup;
+	}
+	if (opt_bool(req, "stream", 0, &c->stream) || opt_bool(req, "ignore_eos", 0, &ignore_eos) || check_greedy(req) ||
+	    check_no_stop(req) || (api == EMBER_COMPLETION_LLAMA ? parse_llama(req, c, ss->n_ctx) : parse_openai(req, c)))
+		goto cleanup;
+	error = 0;
+cleanup:
+	json_decref(req);
+	if (error)
+		ember_completion_clear(c);
+	return error;
+}
+
+void ember_completion_clear(struct ember_completion *c)
+{
+	free(c->prompt);
+	c->prompt = NULL;
+	c->n_prompt = 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * completion.h - a completion request as `ember serve --http` accepts it, parsed and checked
+ * before the engine sees it: llama-server's native POST /completion or OpenAI's POST
+ * /v1/completions, the prompt as token ids, greedy only. Fields ember cannot honour (sampling,
+ * n_probs / logprobs, stop strings, echo, n > 1) are refused with a message rather than ignored;
+ * fields that change nothing for a greedy, tokenizer-less engine (cache_prompt, ignore_eos, seed,
+ * top_p, model) are accepted. Unknown fields are ignored, as both servers do.
+ */
+#ifndef EMBER_COMPLETION_H
+#define EMBER_COMPLETION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "session.h"
+
+enum ember_completion_api { EMBER_COMPLETION_LLAMA, EMBER_COMPLETION_OPENAI };
+
+#define EMBER_COMPLETION_DEFAULT_MAX_TOKENS 16 /* OpenAI's default for max_tokens */
+
+struct ember_completion {
+	enum ember_completion_api api;
+	int stream;              /* "stream": true: SSE, one event per token */
+	int return_tokens;       /* llama: "return_tokens": each event carries tokens: [id] */
+	int include_usage;       /* OpenAI: "stream_options": {"include_usage": true} */
+	long long n_gen;         /* n_predict (-1: what the context leaves) or max_tokens */
+	int32_t *prompt;         /* owned: freed by ember_completion_clear */
+	int n_prompt;
+};
+
+/* Parses the request body (len bytes, untrusted) of `api` against the session's vocabulary and
+ * context. 0 and *out filled (release with ember_completion_clear); else EMBER_EFORMAT (a
+ * malformed request), EMBER_EUNSUPPORTED (a valid one ember cannot honour) or EMBER_ENOMEM, with
+ * the message for the client in ember_error_last(), and *out holding nothing to free. */
+int ember_completion_parse(struct ember_completion *out, const struct ember_session *session, const char *body,
+                           size_t len, enum ember_completion_api api);
+
+/* Frees what a parsed request owns; accepts a zeroed struct. */
+void ember_completion_clear(struct ember_completion *c);
+
+#endif
