@@ -245,7 +245,7 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 		const char *rw[] = { res->build_dir, NULL };
 		const char *ro[] = { rq->src_dir, rq->model, NULL };
 		const struct ab_sandbox_step ss = { .name = step, .cwd = cwd, .rw = rw, .ro = ro,
-			.env = (const char *const *)env };
+			.env = (const char *const *)env, .status_fd = 1 };
 		if (ab_sandbox_wrap(&boxed, sb, &ss, (const char *const *)argv) < 0) {
 			res->state = AB_BUILD_STATE_NOT_STARTED;
 			snprintf(res->reason, sizeof(res->reason), "%s: %s", step, ab_error_last());
@@ -257,8 +257,9 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 		env = NULL;   /* set inside by bwrap after --clearenv */
 	}
 	off_t log_start = stat(res->log_path, &log_st) == 0 ? log_st.st_size : 0;
-	if (ab_proc_run(&st, (const char *const *)argv, (const char *const *)env, cwd, res->log_path,
-		(int64_t)timeout_s * 1000) < 0) {
+	char status[4096];
+	if (ab_proc_run_status(&st, sb ? status : NULL, sizeof(status), (const char *const *)argv,
+		(const char *const *)env, cwd, res->log_path, (int64_t)timeout_s * 1000) < 0) {
 		res->state = AB_BUILD_STATE_NOT_STARTED;
 		snprintf(res->reason, sizeof(res->reason), "%s: %s", step, ab_error_last());
 		ab_build_argv_free(argv);
@@ -274,14 +275,18 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 	}
 	if (!ab_proc_status_ok(&st)) {
 		char *out = NULL;
-		/* bubblewrap's own failure (exit 1 before the command ran) is the box's, not the PR's. */
-		if (sb && st.exited && st.exit_code == 1 && ab_fs_tail(&out, res->log_path, 4096, log_start) == 0 &&
-		    ab_sandbox_start_failed(out)) {
-			char *msg = strstr(out, "bwrap: "), *nl = msg ? strchr(msg, '\n') : NULL;
-			if (nl)
+		/* bubblewrap's own failure (its status fd has no exit-code record: the command never ran)
+		 * is the box's, not the PR's; its "bwrap: ..." line, the last one in the log, says why. */
+		if (sb && !st.signaled && ab_sandbox_start_failed(status)) {
+			char *msg = NULL, *nl;
+			if (ab_fs_tail(&out, res->log_path, 4096, log_start) == 0 && out)
+				for (char *m = strstr(out, "bwrap: "); m; m = strstr(m + 1, "bwrap: "))
+					msg = m;
+			if (msg && (nl = strchr(msg, '\n')))
 				*nl = '\0';
 			res->state = AB_BUILD_STATE_NOT_STARTED;
-			snprintf(res->reason, sizeof(res->reason), "%s: sandbox: %s", step, msg ? msg : "bwrap failed");
+			snprintf(res->reason, sizeof(res->reason), "%s: sandbox: %s", step,
+				msg ? msg : "bubblewrap exited before starting the command");
 			free(out);
 			return 1;
 		}

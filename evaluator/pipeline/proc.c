@@ -53,6 +53,9 @@ struct ab_proc {
 	int64_t last_recv_ns;
 	char *ring;              /* in-memory stderr tail when there is no log file */
 	size_t ring_len, ring_pos;
+	int st_fd;               /* read end of the child's fd 3 (spec.status_fd), -1 without */
+	char st_buf[4096];       /* what arrived there, NUL-terminated; the rest is dropped */
+	size_t st_len;
 };
 
 int64_t ab_proc_now_ns(void)
@@ -206,7 +209,7 @@ struct exec_report {
 
 /* In the forked child: async-signal-safe calls only. */
 static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int out_fd, int err_fd,
-	const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
+	int status_fd, const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
 {
 	struct exec_report rep = {3, 0};
 	sigset_t none;
@@ -227,13 +230,23 @@ static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int o
 		_exit(127);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		goto fail;
+	/* The status pipe becomes fd 3, inherited (dup2 clears CLOEXEC); the report pipe moves out of
+	 * its way first. */
+	int keep = 3;
+	if (status_fd >= 0) {
+		if (report_fd == 3 && (report_fd = fcntl(3, F_DUPFD_CLOEXEC, 4)) < 0)
+			_exit(127);
+		if (status_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(status_fd, 3) < 0)
+			goto fail;
+		keep = 4;
+	}
 	/* Close everything else the parent had open (SQLite, sockets, other children's pipes). */
 #ifdef SYS_close_range
-	if (report_fd > 3)
-		syscall(SYS_close_range, 3u, (unsigned)report_fd - 1, 0u);
+	if (report_fd > keep)
+		syscall(SYS_close_range, (unsigned)keep, (unsigned)report_fd - 1, 0u);
 	syscall(SYS_close_range, (unsigned)report_fd + 1, ~0u, 0u);
 #else
-	for (int fd = 3; fd < 4096; fd++)
+	for (int fd = keep; fd < 4096; fd++)
 		if (fd != report_fd)
 			close(fd);
 #endif
@@ -255,6 +268,7 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 	ab_proc *p = NULL;
 	char **envp = NULL, *path = NULL;
 	int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, report[2] = {-1, -1};
+	int status_pipe[2] = {-1, -1};
 	int child_in = -1, child_out = -1, child_err = -1, log_fd = -1;
 	int error = -1;
 
@@ -267,7 +281,7 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 	error = -1;
 	if (!(p = calloc(1, sizeof(*p))))
 		goto oom;
-	p->in_fd = p->out_fd = p->err_fd = -1;
+	p->in_fd = p->out_fd = p->err_fd = p->st_fd = -1;
 	p->pid = -1;
 	p->line_max = spec->line_max ? spec->line_max : AB_PROC_LINE_MAX_DEFAULT;
 	p->cap_max = p->line_max > SIZE_MAX - READ_CHUNK - 2 ? SIZE_MAX : p->line_max + READ_CHUNK + 2;
@@ -308,6 +322,8 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 	}
 	if (make_pipe(report) < 0)
 		goto cleanup;
+	if (spec->status_fd && make_pipe(status_pipe) < 0)
+		goto cleanup;
 
 	pid_t parent = getpid();
 	p->t_spawn_ns = ab_proc_now_ns();
@@ -317,10 +333,11 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 		goto cleanup;
 	}
 	if (pid == 0)
-		child_main(report[1], child_in, child_out, child_err, spec->cwd, path,
+		child_main(report[1], child_in, child_out, child_err, status_pipe[1], spec->cwd, path,
 			(char *const *)spec->argv, envp, parent);
 	p->pid = pid;
 	close_fd(&report[1]);
+	close_fd(&status_pipe[1]);
 
 	struct exec_report rep;
 	ssize_t got;
@@ -353,6 +370,11 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 		err_pipe[0] = -1;
 		set_nonblock(p->err_fd);
 	}
+	if (spec->status_fd) {
+		p->st_fd = status_pipe[0];
+		status_pipe[0] = -1;
+		set_nonblock(p->st_fd);
+	}
 	*out = p;
 	p = NULL;
 	error = 0;
@@ -370,6 +392,8 @@ cleanup:
 	close_fd(&err_pipe[1]);
 	close_fd(&report[0]);
 	close_fd(&report[1]);
+	close_fd(&status_pipe[0]);
+	close_fd(&status_pipe[1]);
 	close_fd(&log_fd);
 	ab_proc_free(p);
 	free(envp);
@@ -380,6 +404,28 @@ cleanup:
 pid_t ab_proc_pid(const ab_proc *proc)
 {
 	return proc->pid;
+}
+
+const char *ab_proc_status_text(ab_proc *proc)
+{
+	while (proc->st_fd >= 0) {
+		char chunk[1024];
+		ssize_t n = read(proc->st_fd, chunk, sizeof(chunk));
+		if (n > 0) {
+			size_t take = (size_t)n < sizeof(proc->st_buf) - 1 - proc->st_len ?
+				(size_t)n : sizeof(proc->st_buf) - 1 - proc->st_len;
+			memcpy(proc->st_buf + proc->st_len, chunk, take);
+			proc->st_len += take;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else {
+			close_fd(&proc->st_fd);
+		}
+	}
+	proc->st_buf[proc->st_len] = '\0';
+	return proc->st_buf;
 }
 
 static void ring_put(ab_proc *p, const char *data, size_t len)
@@ -734,6 +780,7 @@ void ab_proc_free(ab_proc *p)
 	close_fd(&p->in_fd);
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
+	close_fd(&p->st_fd);
 	free(p->buf);
 	free(p->ring);
 	free(p->log_path);
@@ -794,50 +841,4 @@ const char *ab_proc_status_describe(char *buf, size_t len, const struct ab_proc_
 int ab_proc_status_ok(const struct ab_proc_status *st)
 {
 	return st->exited && st->exit_code == 0 && !st->killed;
-}
-
-int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char *const *env,
-	const char *cwd, const char *log_path, int64_t timeout_ms)
-{
-	ab_proc *p = NULL;
-	struct ab_proc_status st;
-	char line[4096], what[128];
-	int error = -1;
-
-	if (!argv || !argv[0])
-		return ab_error_setc(AB_EINVALID, "run: no command");
-	if (log_path) {
-		size_t w = (size_t)snprintf(line, sizeof(line), "[abgate] $");
-		for (size_t i = 0; argv[i] && w < sizeof(line); i++)
-			w += (size_t)snprintf(line + w, sizeof(line) - w, " %s", argv[i]);
-		if (cwd && w < sizeof(line))
-			w += (size_t)snprintf(line + w, sizeof(line) - w, "   (in %s)", cwd);
-		if (w > sizeof(line) - 2)
-			w = sizeof(line) - 2;
-		line[w] = '\n';
-		line[w + 1] = '\0';
-		ab_fs_append(log_path, line);   /* best effort: spawn reports an unwritable log */
-	}
-	struct ab_proc_spec spec = {.argv = argv, .env = env, .cwd = cwd, .log_path = log_path};
-	if ((error = ab_proc_spawn(&p, &spec)) < 0) {
-		if (log_path) {
-			snprintf(line, sizeof(line), "[abgate] %s\n", ab_error_last());
-			ab_fs_append(log_path, line);
-		}
-		goto cleanup;
-	}
-	int64_t deadline = timeout_ms > 0 ? ab_proc_deadline_ms(timeout_ms) : AB_PROC_NO_DEADLINE;
-	if (ab_proc_wait(&st, p, deadline) == AB_ETIMEOUT)
-		ab_proc_kill(&st, p, 2000, 1);
-	if (log_path) {
-		snprintf(line, sizeof(line), "[abgate] %s after %.1f s\n",
-			ab_proc_status_ok(&st) ? "finished" : ab_proc_status_describe(what, sizeof(what), &st),
-			(double)st.wall_ns / 1e9);
-		ab_fs_append(log_path, line);
-	}
-	*out = st;
-	error = 0;
-cleanup:
-	ab_proc_free(p);
-	return error;
 }

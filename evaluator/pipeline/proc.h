@@ -28,6 +28,8 @@ struct ab_proc_spec {
 	int stdout_pipe;          /* 1: a pipe read by ab_proc_read_line; 0: stdout goes where stderr goes */
 	const char *log_path;     /* stderr is appended here (created 0644); NULL: kept in a bounded in-memory tail (64 KiB) */
 	size_t line_max;          /* longest stdout line accepted; 0: AB_PROC_LINE_MAX_DEFAULT */
+	int status_fd;            /* 1: the child's fd 3 is the write end of a pipe abgate keeps (for
+	                           * bwrap's --json-status-fd 3); ab_proc_status_text reads it */
 };
 
 /* How a child ended. */
@@ -57,6 +59,12 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec);
 
 /* The child's pid (= its process group id). */
 pid_t ab_proc_pid(const ab_proc *proc);
+/*
+ * What the child has written to its fd 3 so far (spec.status_fd), at most 4 KiB (the rest is read
+ * and dropped), NUL-terminated; "" without such a pipe. Never blocks. Borrowed: valid until the
+ * next call on `proc` or ab_proc_free.
+ */
+const char *ab_proc_status_text(ab_proc *proc);
 
 /*
  * Writes all of buf to the child's stdin before `deadline_ns`. Returns 0; AB_ETIMEOUT when the
@@ -137,5 +145,12 @@ const char *ab_proc_signal_name(int signal_number);
  */
 int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char *const *env,
 	const char *cwd, const char *log_path, int64_t timeout_ms);
+
+/*
+ * ab_proc_run with the child's fd 3 a pipe (spec.status_fd): what the child wrote there (bwrap's
+ * --json-status-fd records) is copied into status (status_len bytes at most, NUL-terminated).
+ */
+int ab_proc_run_status(struct ab_proc_status *out, char *status, size_t status_len,
+	const char *const *argv, const char *const *env, const char *cwd, const char *log_path, int64_t timeout_ms);
 
 #endif

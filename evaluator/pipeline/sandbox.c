@@ -241,6 +241,8 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 		add3(&a, "abgate-sandbox", dir, max);
 	}
 	add(&a, cfg->bwrap ? cfg->bwrap : "bwrap");
+	if (step->status_fd)
+		add2(&a, "--json-status-fd", "3");
 	add(&a, "--unshare-user");
 	/* As root, bwrap would keep capabilities: map abgate to an unprivileged uid inside. */
 	add2(&a, "--uid", SANDBOX_UID);
@@ -328,19 +330,9 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 	return 0;
 }
 
-int ab_sandbox_start_failed(const char *text)
+int ab_sandbox_start_failed(const char *status)
 {
-	if (!text)
-		return 0;
-	/* Skip abgate's own "[abgate] $ ..." header lines; the first other line decides. */
-	const char *p = text;
-	while (strncmp(p, "[abgate]", 8) == 0) {
-		const char *nl = strchr(p, '\n');
-		if (!nl)
-			return 0;
-		p = nl + 1;
-	}
-	return strncmp(p, "bwrap: ", 7) == 0;
+	return !status || !strstr(status, "\"exit-code\"");
 }
 
 int ab_sandbox_probe(const struct ab_sandbox_config *cfg, char *version, size_t version_len)

@@ -103,10 +103,34 @@ static void env_denied(void)
 
 static void start_failed(void)
 {
-	CHECK(ab_sandbox_start_failed("[abgate] $ bwrap ...\nbwrap: Can't mount proc on /newroot/proc: Operation not permitted\n"));
-	CHECK(!ab_sandbox_start_failed("[abgate] $ bwrap ...\nmock_sut.c:3: error: bwrap: \n"));
-	CHECK(!ab_sandbox_start_failed("[abgate] $ bwrap ...\n"));
-	CHECK(!ab_sandbox_start_failed(NULL));
+	/* bwrap's --json-status-fd records: set-up child forked, then the command's exit (or not). */
+	CHECK(!ab_sandbox_start_failed("{ \"child-pid\": 3059, \"pid-namespace\": 4026532256 }\n{ \"exit-code\": 1 }\n"));
+	CHECK(!ab_sandbox_start_failed("{ \"child-pid\": 7 }\n{ \"exit-code\": 137 }\n"));
+	CHECK(ab_sandbox_start_failed("{ \"child-pid\": 3064, \"mnt-namespace\": 4026532253 }"));
+	CHECK(ab_sandbox_start_failed(""));
+	CHECK(ab_sandbox_start_failed(NULL));
+}
+
+/* Runs `script` in a build step's sandbox with the status fd; returns 1 when bwrap says the
+ * command never ran (ab_sandbox_start_failed), 0 when it ran, whatever its output. */
+static int boxed_not_started(const char *dir, const char *const *ro, const char *script, const char *log)
+{
+	/* ro[0], when given, is removed after the argv is made: bwrap then fails binding it. */
+	struct ab_sandbox_config cfg;
+	ab_sandbox_config_defaults(&cfg);
+	const char *rw[] = { dir, NULL };
+	const char *cmd[] = { "/bin/sh", "-c", script, NULL };
+	struct ab_sandbox_step step = { .name = "build", .cwd = dir, .rw = rw, .ro = ro, .status_fd = 1 };
+	char **argv = NULL, status[4096];
+	struct ab_proc_status st;
+	CHECK(ab_sandbox_wrap(&argv, &cfg, &step, cmd) == 0);
+	CHECK(has(argv, "--json-status-fd"));
+	if (ro)
+		CHECK(rmdir(ro[0]) == 0);
+	CHECK(ab_proc_run_status(&st, status, sizeof(status), (const char *const *)argv, NULL, dir, log, 30000) == 0);
+	ab_build_argv_free(argv);
+	CHECK(strstr(status, "child-pid") != NULL);
+	return ab_sandbox_start_failed(status);
 }
 
 /* Runs `script` in a build-step sandbox whose writable dir is `dir`; returns the exit status. */
@@ -160,6 +184,14 @@ static void real(void)
 	CHECK(!strstr(env, "tok-123") && strstr(env, "HOME=/tmp"));
 	free(env);
 	unsetenv("ABGATE_GITHUB_TOKEN");
+	/* Set-up failure vs the command's own output: a bind of a path that vanished fails inside bwrap
+	 * (no exit-code record); a command that prints bwrap's words and exits 1 ran. */
+	const char *gone = tu_path("gone");
+	CHECK(ab_fs_mkdirs(gone) == 0);
+	const char *ro_gone[] = { gone, NULL };
+	CHECK_EQ(boxed_not_started(dir, ro_gone, "true", log), 1);
+	CHECK_EQ(boxed_not_started(dir, NULL, "echo 'bwrap: Can'\\''t mount proc' >&2; exit 1", log), 0);
+	CHECK_EQ(boxed_not_started(dir, NULL, "kill -9 $$", log), 0);
 }
 
 int main(int argc, char **argv)

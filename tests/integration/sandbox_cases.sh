@@ -296,6 +296,18 @@ marker)
   [ "$(jq_result '.build.head.reused')" = "false" ] || fail "the failed head build was reused"
   pass "forged success marker -> REJECT both times, never reused"
   ;;
+forged_bwrap)
+  # The build fails while printing what bubblewrap prints when IT fails. Output is the PR's to
+  # write; bwrap's status fd (an exit-code record: the command ran) decides, so this is the PR's
+  # failed build (REJECT), not an infra error that would spare it the verdict.
+  sb_init
+  head_build "head: pose as the sandbox" "echo \"bwrap: Can't mount proc on /newroot/proc: Operation not permitted\" >&2; exit 1"
+  sb_eval
+  expect_rc 1
+  expect_label "eval:REJECT"
+  [ "$(jq_result '.build.head.status')" = "failed" ] || fail "head build status $(jq_result .build.head.status), expected failed"
+  pass "a build that prints bwrap's failure and exits 1 -> REJECT (the status fd says it ran)"
+  ;;
 no_bwrap)
   # A sandbox that cannot start is infra with the reason, never a REJECT.
   sb_init
