@@ -470,12 +470,13 @@ static json_t *environment(struct eval *E)
 			json_array_append_new(net, json_string(E->sandbox.network[i]));
 		json_object_set_new(sb, "bwrap", json_string(E->sandbox_version));
 		json_object_set_new(sb, "network_steps", net ? net : json_array());
-		json_object_set_new(sb, "build", json_pack("{s:i, s:I, s:I, s:I}", "nproc", E->sandbox.build.nproc,
-			"mem_mb", (json_int_t)E->sandbox.build.mem_mb, "fsize_mb", (json_int_t)E->sandbox.build.fsize_mb,
-			"cpu_s", (json_int_t)E->sandbox.build.cpu_s));
-		json_object_set_new(sb, "run", json_pack("{s:i, s:I, s:I, s:I}", "nproc", E->sandbox.run.nproc,
-			"mem_mb", (json_int_t)E->sandbox.run.mem_mb, "fsize_mb", (json_int_t)E->sandbox.run.fsize_mb,
-			"cpu_s", (json_int_t)E->sandbox.run.cpu_s));
+		for (int run = 0; run < 2; run++) {
+			const struct ab_sandbox_limits *l = run ? &E->sandbox.run : &E->sandbox.build;
+			json_object_set_new(sb, run ? "run" : "build", json_pack("{s:i, s:I, s:I, s:I, s:I, s:b}",
+				"nproc", l->nproc, "mem_mb", (json_int_t)l->mem_mb, "fsize_mb", (json_int_t)l->fsize_mb,
+				"cpu_s", (json_int_t)l->cpu_s, "mem_total_mb", (json_int_t)l->mem_total_mb,
+				"memory_capped", ab_sandbox_memory_capped(&E->sandbox, run)));
+		}
 	}
 	if (sb)
 		json_object_set_new(env, "sandbox", sb);

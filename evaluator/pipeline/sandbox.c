@@ -32,10 +32,10 @@ void ab_sandbox_config_defaults(struct ab_sandbox_config *cfg)
 	/* nvcc + gcc at -j16 stay far below 4096 processes and 16 GiB of address space per process;
 	 * CUDA objects and fatbins stay below 8 GiB; nvcc's temporaries live in /tmp. */
 	cfg->build = (struct ab_sandbox_limits){ .nproc = 4096, .mem_mb = 16384, .fsize_mb = 8192,
-		.cpu_s = 3600, .tmp_mb = 8192, .disk_mb = 65536 };
+		.cpu_s = 3600, .tmp_mb = 8192, .disk_mb = 65536, .mem_total_mb = 24576 };
 	/* A SUT serves for up to an evaluation (job_timeout_s 7200); model files are mapped, not written. */
 	cfg->run = (struct ab_sandbox_limits){ .nproc = 1024, .mem_mb = 65536, .fsize_mb = 1024,
-		.cpu_s = 14400, .tmp_mb = 1024, .disk_mb = 0 };
+		.cpu_s = 14400, .tmp_mb = 1024, .disk_mb = 0, .mem_total_mb = 98304 };
 }
 
 static void list_free(char **list, size_t n)
@@ -182,28 +182,76 @@ static void add_env(struct args *a, const char *kv)
 }
 
 /*
- * The kernel never applies RLIMIT_NPROC to processes of uid 0, whatever the namespace: when abgate
- * runs as root the process limit is a pids cgroup instead (cgroup v1 `pids` or v2 with the pids
- * controller), one per kind of step, joined by a shell just before bwrap is executed. NULL: none.
+ * Limits over all of a step's processes are cgroups, joined by a shell just before bwrap is
+ * executed, one cgroup per kind of step ("abgate-build", "abgate-run"), only when abgate runs as
+ * root (the kernel never applies RLIMIT_NPROC to uid 0, whatever the namespace, so there the
+ * process limit is a pids cgroup too). cgroup_dir finds where `controller` can be used: cgroup v1
+ * (/sys/fs/cgroup/<controller>) or v2 (/sys/fs/cgroup with the controller in its subtree_control;
+ * for pids, also a writable root). NULL: none, and that limit is not applied.
  */
-static const char *pids_cgroup_root(void)
+static const char *cgroup_dir(const char *controller)
 {
-	static const char *const roots[] = { "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", NULL };
+	static char v1[2][64];
 	char probe[128];
 	if (geteuid() != 0)
 		return NULL;
-	for (int i = 0; roots[i]; i++) {
-		snprintf(probe, sizeof(probe), "%s/pids.max", roots[i]);
-		char ctl[128];
-		snprintf(ctl, sizeof(ctl), "%s/cgroup.subtree_control", roots[i]);
-		if (access(roots[i], W_OK) == 0 && (access(probe, F_OK) == 0 || i == 0 ||
-		    access(ctl, W_OK) == 0)) {
-			snprintf(probe, sizeof(probe), "%s/cgroup.procs", roots[i]);
-			if (access(probe, W_OK) == 0 && (i == 0 || access(ctl, F_OK) == 0))
-				return roots[i];
-		}
+	int k = strcmp(controller, "pids") == 0 ? 0 : 1;
+	snprintf(v1[k], sizeof(v1[k]), "/sys/fs/cgroup/%s", controller);
+	snprintf(probe, sizeof(probe), "%s/cgroup.procs", v1[k]);
+	if (access(v1[k], W_OK) == 0 && access(probe, W_OK) == 0)
+		return v1[k];
+	if (access("/sys/fs/cgroup/cgroup.procs", W_OK) != 0)
+		return NULL;
+	char line[512] = "";
+	FILE *f = fopen("/sys/fs/cgroup/cgroup.subtree_control", "r");
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
 	}
+	for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n"))
+		if (strcmp(t, controller) == 0)
+			return "/sys/fs/cgroup";
+	/* v2 without pids delegated below the root: the legacy "unified" mount or a root pids.max. */
+	if (k == 0 && (access("/sys/fs/cgroup/unified/cgroup.procs", W_OK) == 0))
+		return "/sys/fs/cgroup/unified";
+	if (k == 0 && access("/sys/fs/cgroup/pids.max", F_OK) == 0)
+		return "/sys/fs/cgroup";
 	return NULL;
+}
+
+/* The shell that joins the cgroups: triples DIR FILE VALUE, then "--" and the command. */
+static const char CGROUP_JOIN[] = "set -e; while [ \"$1\" != -- ]; do mkdir -p \"$1\"; "
+	"echo \"$3\" > \"$1/$2\"; echo $$ > \"$1/cgroup.procs\"; shift 3; done; shift; exec \"$@\"";
+
+static int add_cgroups(struct args *a, const struct ab_sandbox_limits *lim, const char *kind)
+{
+	const char *pids = lim->nproc > 0 ? cgroup_dir("pids") : NULL;
+	const char *mem = lim->mem_total_mb > 0 ? cgroup_dir("memory") : NULL;
+	char dir[256], value[32];
+	if (!pids && !mem)
+		return 0;
+	add3(a, "/bin/sh", "-c", CGROUP_JOIN);
+	add(a, "abgate-sandbox");
+	if (pids) {
+		snprintf(dir, sizeof(dir), "%s/abgate-%s", pids, kind);
+		snprintf(value, sizeof(value), "%d", lim->nproc);
+		add3(a, dir, "pids.max", value);
+	}
+	if (mem) {
+		int v2 = strcmp(mem, "/sys/fs/cgroup") == 0;
+		snprintf(dir, sizeof(dir), "%s/abgate-%s", mem, kind);
+		snprintf(value, sizeof(value), "%lld", (long long)lim->mem_total_mb << 20);
+		add3(a, dir, v2 ? "memory.max" : "memory.limit_in_bytes", value);   /* swap is not capped */
+	}
+	add(a, "--");
+	return 1;
+}
+
+int ab_sandbox_memory_capped(const struct ab_sandbox_config *cfg, int run)
+{
+	const struct ab_sandbox_limits *lim = run ? &cfg->run : &cfg->build;
+	return lim->mem_total_mb > 0 && cgroup_dir("memory") != NULL;
 }
 
 int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const struct ab_sandbox_step *step,
@@ -231,15 +279,7 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 		if (check_path("read-only", step->ro[i]) < 0)
 			return AB_EINVALID;
 
-	const char *cg = lim->nproc > 0 ? pids_cgroup_root() : NULL;
-	if (cg) {
-		char dir[256], max[32];
-		snprintf(dir, sizeof(dir), "%s/abgate-%s", cg, step->run ? "run" : "build");
-		snprintf(max, sizeof(max), "%d", lim->nproc);
-		add3(&a, "/bin/sh", "-c", "mkdir -p \"$1\" && echo \"$2\" > \"$1/pids.max\" && "
-			"echo $$ > \"$1/cgroup.procs\" && shift 2 && exec \"$@\"");
-		add3(&a, "abgate-sandbox", dir, max);
-	}
+	add_cgroups(&a, lim, step->run ? "run" : "build");
 	add(&a, cfg->bwrap ? cfg->bwrap : "bwrap");
 	if (step->status_fd)
 		add2(&a, "--json-status-fd", "3");

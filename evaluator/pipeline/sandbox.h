@@ -19,6 +19,8 @@ struct ab_sandbox_limits {
 	int64_t cpu_s;      /* RLIMIT_CPU per process */
 	int64_t tmp_mb;     /* size of the private /tmp (tmpfs) */
 	int64_t disk_mb;    /* builds: the build dir's size after each step (checked by build.c) */
+	int64_t mem_total_mb; /* all processes of the step together: a memory cgroup (as root, where a
+	                       * memory controller is writable: v2 memory.max, v1 memory.limit_in_bytes) */
 };
 
 /*
@@ -64,6 +66,10 @@ struct ab_sandbox_step {
  */
 int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const struct ab_sandbox_step *step,
 	const char *const *argv);
+
+/* 1 when the steps of that kind (run: SUTs; else builds) get the whole-step memory cap here
+ * (mem_total_mb > 0 and a writable memory cgroup: abgate runs as root). */
+int ab_sandbox_memory_capped(const struct ab_sandbox_config *cfg, int run);
 
 /* 1 when an environment variable name must never reach PR code (ABGATE_*, GITHUB_*, tokens, SSH,
  * cloud credentials), whatever the suite or the config asks. */

@@ -133,6 +133,43 @@ static int boxed_not_started(const char *dir, const char *const *ro, const char 
 	return ab_sandbox_start_failed(status);
 }
 
+/* Runs `script` in a build-step sandbox of `cfg` whose writable dir is `dir`; the exit status. */
+static int boxed_cfg(const struct ab_sandbox_config *cfg, const char *dir, const char *script, const char *log)
+{
+	const char *rw[] = { dir, NULL };
+	const char *cmd[] = { "/bin/sh", "-c", script, NULL };
+	struct ab_sandbox_step step = { .name = "build", .cwd = dir, .rw = rw };
+	char **argv = NULL;
+	struct ab_proc_status st;
+	CHECK(ab_sandbox_wrap(&argv, cfg, &step, cmd) == 0);
+	CHECK(ab_proc_run(&st, (const char *const *)argv, NULL, dir, log, 60000) == 0);
+	ab_build_argv_free(argv);
+	return st.exited ? st.exit_code : 128 + st.signal_number;
+}
+
+/* The whole step's memory cap (root with a memory cgroup only): four processes of 48 MiB, each far
+ * under the per-process limit, in a 96 MiB step are killed; one of them alone fits. */
+static void memory_cap(void)
+{
+	struct ab_sandbox_config cfg;
+	ab_sandbox_config_defaults(&cfg);
+	cfg.build.mem_total_mb = 96;
+	if (ab_sandbox_probe(&cfg, NULL, 0) < 0 || !ab_sandbox_memory_capped(&cfg, 0)) {
+		fprintf(stderr, "SKIP: no sandbox or no writable memory cgroup here (not root?)\n");
+		exit(77);
+	}
+	const char *dir = tu_path("mem"), *log = tu_path("mem.log");
+	CHECK(ab_fs_mkdirs(dir) == 0);
+	const char *hog = "python3 -c 'import time; b = bytearray(48 << 20); time.sleep(1)'";
+	char four[1024];
+	snprintf(four, sizeof(four), "p=; for i in 1 2 3 4; do %s & p=\"$p $!\"; done; r=0; "
+		"for x in $p; do wait $x || r=1; done; exit $r", hog);
+	CHECK_EQ(boxed_cfg(&cfg, dir, hog, log), 0);
+	CHECK(boxed_cfg(&cfg, dir, four, log) != 0);
+	cfg.build.mem_total_mb = 0;     /* the control: without the cap the same four fit */
+	CHECK_EQ(boxed_cfg(&cfg, dir, four, log), 0);
+}
+
 /* Runs `script` in a build-step sandbox whose writable dir is `dir`; returns the exit status. */
 static int boxed(const char *dir, const char *script, const char *log)
 {
@@ -198,7 +235,7 @@ int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
 		{ "wrap_argv", wrap_argv }, { "env_denied", env_denied }, { "start_failed", start_failed },
-		{ "real", real },
+		{ "real", real }, { "memory_cap", memory_cap },
 	};
 	return TU_RUN(argc, argv, cases);
 }
