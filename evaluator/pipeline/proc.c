@@ -809,36 +809,3 @@ int ab_proc_stderr_tail(char **out, ab_proc *p, size_t max_bytes)
 	*out = tail;
 	return 0;
 }
-
-const char *ab_proc_signal_name(int sig)
-{
-	static _Thread_local char name[16];
-	const char *abbrev = sig > 0 && sig < NSIG ? sigabbrev_np(sig) : NULL;  /* "SEGV" */
-	if (!abbrev)
-		return "SIG?";
-	snprintf(name, sizeof(name), "SIG%s", abbrev);
-	return name;
-}
-
-const char *ab_proc_status_describe(char *buf, size_t len, const struct ab_proc_status *st)
-{
-	if (!len)
-		return buf;
-	if (st->timed_out)
-		snprintf(buf, len, "killed after timeout");
-	else if (st->killed)
-		snprintf(buf, len, "killed by abgate");
-	else if (st->signaled)
-		snprintf(buf, len, "signal %d (%s)%s", st->signal_number, ab_proc_signal_name(st->signal_number),
-			st->core_dumped ? ", core dumped" : "");
-	else if (st->exited)
-		snprintf(buf, len, "exit code %d", st->exit_code);
-	else
-		snprintf(buf, len, "still running");
-	return buf;
-}
-
-int ab_proc_status_ok(const struct ab_proc_status *st)
-{
-	return st->exited && st->exit_code == 0 && !st->killed;
-}

@@ -1,13 +1,16 @@
 /*
  * proc_run.c - one-shot commands of proc.h (ab_proc_run, ab_proc_run_status): spawned with stdin
  * /dev/null and their output appended to a log after an "[abgate] $ argv" header, waited for with
- * a deadline, killed as a group when it passes, and the outcome appended as a last "[abgate]" line.
+ * a deadline, killed as a group when it passes, and the outcome appended as a last "[abgate]" line;
+ * and how a child's end is described (status text, signal names).
  */
+#define _GNU_SOURCE
 #include "proc.h"
 
 #include "error.h"
 #include "fs.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,4 +69,37 @@ int ab_proc_run(struct ab_proc_status *out, const char *const *argv, const char 
 	const char *cwd, const char *log_path, int64_t timeout_ms)
 {
 	return ab_proc_run_status(out, NULL, 0, argv, env, cwd, log_path, timeout_ms);
+}
+
+const char *ab_proc_signal_name(int sig)
+{
+	static _Thread_local char name[16];
+	const char *abbrev = sig > 0 && sig < NSIG ? sigabbrev_np(sig) : NULL;  /* "SEGV" */
+	if (!abbrev)
+		return "SIG?";
+	snprintf(name, sizeof(name), "SIG%s", abbrev);
+	return name;
+}
+
+const char *ab_proc_status_describe(char *buf, size_t len, const struct ab_proc_status *st)
+{
+	if (!len)
+		return buf;
+	if (st->timed_out)
+		snprintf(buf, len, "killed after timeout");
+	else if (st->killed)
+		snprintf(buf, len, "killed by abgate");
+	else if (st->signaled)
+		snprintf(buf, len, "signal %d (%s)%s", st->signal_number, ab_proc_signal_name(st->signal_number),
+			st->core_dumped ? ", core dumped" : "");
+	else if (st->exited)
+		snprintf(buf, len, "exit code %d", st->exit_code);
+	else
+		snprintf(buf, len, "still running");
+	return buf;
+}
+
+int ab_proc_status_ok(const struct ab_proc_status *st)
+{
+	return st->exited && st->exit_code == 0 && !st->killed;
 }
