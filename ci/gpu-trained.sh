@@ -6,14 +6,15 @@
 # held-out prompts at depths 3/5/7/15 through `ember serve --backend cuda` (tools/spec_tau.py, with
 # ember's plain and spec decode times), and ember-bench --spec (plain vs spec tok/s on the GPU).
 # The GGUF files, the training log and every step's log go to $OUT.
-#   PREP (default .gpu/train/p64)  PRESET (default gpu64)  SEED (default 1)
+#   PREP (default .gpu/train/p64: `train_pair.py prep --out .gpu/train/p64 --preset gpu64b` here)
+#   PRESET (default gpu64b)  SEED (default 1)
 #   TRAIN_LIMIT_S (default 420)    OUT (default /tmp/trained-out)
 # jansson's Debian packages come from $DEB (default .gpu/deb) when the image lacks the headers.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trained-out}
 PREP=${PREP:-.gpu/train/p64}
-PRESET=${PRESET:-gpu64}
+PRESET=${PRESET:-gpu64b}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.log
 source ci/gpu-lib.sh
