@@ -206,7 +206,7 @@ struct exec_report {
 
 /* In the forked child: async-signal-safe calls only. */
 static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int out_fd, int err_fd,
-	const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
+	int pass_fd, const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
 {
 	struct exec_report rep = {3, 0};
 	sigset_t none;
@@ -227,13 +227,22 @@ static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int o
 		_exit(127);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		goto fail;
+	int first = 3;
+	if (pass_fd > 2) {
+		/* fd 3 is the passed one: move the report pipe out of its way, then clear CLOEXEC on 3. */
+		if (report_fd == 3 && (report_fd = fcntl(3, F_DUPFD_CLOEXEC, 4)) < 0)
+			_exit(127);
+		if (pass_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(pass_fd, 3) < 0)
+			goto fail;
+		first = 4;
+	}
 	/* Close everything else the parent had open (SQLite, sockets, other children's pipes). */
 #ifdef SYS_close_range
-	if (report_fd > 3)
-		syscall(SYS_close_range, 3u, (unsigned)report_fd - 1, 0u);
+	if (report_fd > first)
+		syscall(SYS_close_range, (unsigned)first, (unsigned)report_fd - 1, 0u);
 	syscall(SYS_close_range, (unsigned)report_fd + 1, ~0u, 0u);
 #else
-	for (int fd = 3; fd < 4096; fd++)
+	for (int fd = first; fd < 4096; fd++)
 		if (fd != report_fd)
 			close(fd);
 #endif
@@ -317,7 +326,7 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 		goto cleanup;
 	}
 	if (pid == 0)
-		child_main(report[1], child_in, child_out, child_err, spec->cwd, path,
+		child_main(report[1], child_in, child_out, child_err, spec->pass_fd, spec->cwd, path,
 			(char *const *)spec->argv, envp, parent);
 	p->pid = pid;
 	close_fd(&report[1]);

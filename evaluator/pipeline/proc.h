@@ -28,6 +28,8 @@ struct ab_proc_spec {
 	int stdout_pipe;          /* 1: a pipe read by ab_proc_read_line; 0: stdout goes where stderr goes */
 	const char *log_path;     /* stderr is appended here (created 0644); NULL: kept in a bounded in-memory tail (64 KiB) */
 	size_t line_max;          /* longest stdout line accepted; 0: AB_PROC_LINE_MAX_DEFAULT */
+	int pass_fd;              /* > 2: becomes the child's fd 3 (borrowed; the caller closes its copy);
+	                           * 0: none. Every other fd above stderr is closed in the child */
 };
 
 /* How a child ended. */
