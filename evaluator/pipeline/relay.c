@@ -160,7 +160,9 @@ static short pair_events(const struct pair *p, int i)
 	return ev;
 }
 
-/* In the forked child: restore the caller's signals, die with the relay, exec the server. */
+/* In the forked child: restore the caller's signals, die with the relay, lead a process group of
+ * its own (signals sent to the sandbox's group then reach the server once, forwarded by the relay;
+ * the pid namespace still kills everything left when the relay ends), exec the server. */
 static void __attribute__((noreturn)) server_exec(const struct ab_relay_config *cfg, const sigset_t *mask,
 	pid_t relay, int report_fd)
 {
@@ -172,6 +174,7 @@ static void __attribute__((noreturn)) server_exec(const struct ab_relay_config *
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != relay)
 		_exit(127);
+	setpgid(0, 0);
 	execvp(cfg->argv[0], (char *const *)cfg->argv);
 	int err = errno;
 	while (write(report_fd, &err, sizeof(err)) < 0 && errno == EINTR)
@@ -262,6 +265,11 @@ int ab_relay_run(int *out_status, const struct ab_relay_config *cfg)
 	for (;;) {
 		int n = 0, open_pairs = 0, free_slot = -1;
 		int64_t now = now_ms(), wake = -1;
+		/* Once the server is gone, a pair whose server side has ended and been passed on has
+		 * nothing more to carry, even if the client keeps its (kept-alive) end open. */
+		for (int k = 0; exited && k < connections_max; k++)
+			if (pairs[k].fd[0] >= 0 && (pairs[k].connecting || pairs[k].buf[1].shut))
+				pair_close(&pairs[k]);
 		pfd[n++] = (struct pollfd){ .fd = sig_fd, .events = POLLIN };
 		for (int k = 0; k < connections_max; k++) {
 			struct pair *p = &pairs[k];
@@ -298,7 +306,7 @@ int ab_relay_run(int *out_status, const struct ab_relay_config *cfg)
 			struct signalfd_siginfo si;
 			while (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo != SIGCHLD && !exited)
-					kill(pid, (int)si.ssi_signo);
+					kill(-pid, (int)si.ssi_signo);
 			}
 			if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
 				exited = 1;

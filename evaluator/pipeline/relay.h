@@ -20,11 +20,13 @@ struct ab_relay_config {
 };
 
 /*
- * Starts the server (its own child, with the caller's signal mask and dispositions reset, killed if
- * the relay dies) and relays until it exits. SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the relay
- * are forwarded to it. A connection the server refuses is closed at once (the client sees an empty
- * reply). EOF on one side is passed on as a shutdown of the other once its buffer is written; a
- * pair ends when both directions have. Each direction holds at most one 64 KiB buffer.
+ * Starts the server (its own child, leading its own process group, with the caller's signal mask
+ * and dispositions reset, killed if the relay dies) and relays until it exits. SIGTERM, SIGINT,
+ * SIGHUP and SIGQUIT sent to the relay are forwarded to the server's group, once. A connection the
+ * server refuses is closed at once (the client sees an empty reply). EOF on one side is passed on
+ * as a shutdown of the other once its buffer is written; a pair ends when both directions have,
+ * or, once the server has exited, when its side has (within 1 s). Each direction holds at most one
+ * 64 KiB buffer.
  * Returns 0 when the server ran and ended, *out_status its wait status (waitpid); negative when
  * the relay itself failed (message set; the server, if started, is killed and reaped first).
  * Blocks SIGCHLD and the forwarded signals in the calling process while it runs, and restores them.
