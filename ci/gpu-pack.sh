@@ -12,6 +12,8 @@ dest=.gpu/eval
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib" "$dest/deb"
 cp "$build/bin/abgate" "$dest/bin/"
+# abgate finds the relay for HTTP SUTs in the sandbox beside itself (libc only, nothing to pack).
+cp "$build/bin/abgate-relay" "$dest/bin/"
 pack=../shared/tools/pack-libs.sh
 if [ -x "$pack" ] || [ -f "$pack" ]; then
   bash "$pack" "$dest/lib" "$dest/bin/abgate"

@@ -34,6 +34,7 @@
 #include "speed.h"
 #include "store.h"
 #include "suite.h"
+#include "sut_relay.h"
 #include "verdict.h"
 
 #define SUITE_DEFAULT_PATH "guards/default.json"
@@ -71,6 +72,9 @@ struct eval {
 	char infra[512];                 /* evaluation-level infra failure, "" when none */
 	struct ab_sandbox_config sandbox;  /* options' or the defaults (strings borrowed) */
 	char sandbox_version[64];        /* "bubblewrap 0.8.0" once probed */
+	char relay[PATH_MAX];            /* abgate-relay for HTTP SUTs in the sandbox; "" when missing */
+	char relay_error[256];           /* why relay is "" */
+	char run_dir[PATH_MAX];          /* <state>/runs/<id>: logs, relay socket dirs */
 	struct ab_result_timing timing;
 	int64_t t0;
 };
@@ -283,12 +287,17 @@ static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***e
 		out->http = (struct ab_sut_http_config){ .api = sut->api == AB_SUITE_API_LLAMA ? AB_SUT_HTTP_LLAMA
 			: AB_SUT_HTTP_COMPLETIONS, .url = sut->url, .ready_path = sut->ready_path,
 			.model_name = sut->model_name, .vocab_size = sut->vocab_size };
-		/* The sandbox gives PR code its own network namespace: a server inside it listens on a
-		 * loopback abgate cannot reach, and sharing the host's network would hand PR code the
-		 * network. Until a relay exists (docs/http-sut.md), an HTTP SUT runs only unsandboxed. */
-		if (E->sandbox.enabled)
-			return ab_error_setc(AB_EINVALID, "sut: kind \"openai\" cannot run inside the sandbox yet (its "
-				"loopback is the sandbox's own network namespace); run with --no-sandbox on a trusted host");
+		/* The sandbox gives PR code its own network namespace, whose loopback abgate cannot reach:
+		 * sut_http.c wraps the command per process behind abgate-relay, which abgate reaches over a
+		 * unix socket (docs/http-sut.md). The server still has no network beyond that loopback. */
+		if (E->sandbox.enabled) {
+			if (!E->relay[0])
+				return ab_error_set("sut: kind \"openai\" in the sandbox needs abgate-relay: %s", E->relay_error);
+			struct ab_sut_sandbox *sb = &out->http.sandbox;
+			*sb = (struct ab_sut_sandbox){ .config = &E->sandbox, .relay = E->relay, .socket_root = E->run_dir,
+				.ro = { E->src[side], E->build[side].build_dir, model_path, draft_path } };
+			return 0;
+		}
 	}
 	if (!E->sandbox.enabled)
 		return 0;
@@ -677,6 +686,10 @@ static int sandbox_check(struct eval *E)
 	}
 	if (ab_sandbox_probe(&E->sandbox, E->sandbox_version, sizeof(E->sandbox_version)) < 0)
 		return -1;
+	if (ab_sut_relay_default(E->relay, sizeof(E->relay)) < 0) {
+		snprintf(E->relay_error, sizeof(E->relay_error), "%s", ab_error_last());
+		E->relay[0] = '\0';
+	}
 	AB_INFO("sandbox: on (%s; no network%s%s)", E->sandbox_version[0] ? E->sandbox_version : "bwrap",
 		E->sandbox.network_count ? " except " : "", E->sandbox.network_count ? E->sandbox.network[0] : "");
 	return 0;
@@ -742,6 +755,7 @@ int ab_eval_run(json_t **out_result, int64_t *out_eval_id, const struct ab_eval_
 		goto done;
 	if (out_eval_id)
 		*out_eval_id = E.id;
+	snprintf(E.run_dir, sizeof(E.run_dir), "%s/runs/%lld", E.state_dir, (long long)E.id);
 	EVAL_INFO(&E, "evaluation %lld: suite %s, seed %llu", (long long)E.id, E.suite->name,
 		(unsigned long long)E.seed);
 	/* What the PR changes, as GitHub shows it: from the merge base, not from the base tip (which

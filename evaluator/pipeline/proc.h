@@ -29,7 +29,9 @@ struct ab_proc_spec {
 	const char *log_path;     /* stderr is appended here (created 0644); NULL: kept in a bounded in-memory tail (64 KiB) */
 	size_t line_max;          /* longest stdout line accepted; 0: AB_PROC_LINE_MAX_DEFAULT */
 	int status_fd;            /* 1: the child's fd 3 is the write end of a pipe abgate keeps (for
-	                           * bwrap's --json-status-fd 3); ab_proc_status_text reads it */
+	                           * bwrap's --json-status-fd 3); ab_proc_status_text reads it. Not with pass_fd */
+	int pass_fd;              /* > 2: becomes the child's fd 3 (borrowed; the caller closes its copy);
+	                           * 0: none. Every other fd above stderr is closed in the child */
 };
 
 /* How a child ended. */

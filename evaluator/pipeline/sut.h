@@ -40,6 +40,17 @@ enum ab_sut_http_api {
 	AB_SUT_HTTP_LLAMA = 1         /* llama-server POST /completion with return_tokens */
 };
 
+struct ab_sandbox_config;
+
+/* An HTTP SUT under the sandbox (sut_relay.h): the command runs under bubblewrap with no network
+ * but its own loopback, as the child of abgate-relay, which abgate reaches over a unix socket. */
+struct ab_sut_sandbox {
+	const struct ab_sandbox_config *config;  /* NULL: no sandbox, the server is reached over TCP */
+	const char *relay;        /* the abgate-relay executable (absolute; abgate's own, never the PR's) */
+	const char *socket_root;  /* per-process socket dirs are made under it (the evaluation's run dir) */
+	const char *ro[8];        /* NULL-terminated: host paths the server sees read-only (tree, build, model) */
+};
+
 struct ab_sut_http_config {
 	enum ab_sut_http_api api;
 	const char *url;              /* "http://127.0.0.1:{port}[/prefix]"; {port} in url, argv and env is
@@ -47,6 +58,7 @@ struct ab_sut_http_config {
 	const char *ready_path;       /* polled until it answers 200; NULL: "/health" */
 	const char *model_name;       /* sent as "model"; NULL: not sent */
 	int vocab_size;               /* > 0: given; 0: read from /props or /v1/models */
+	struct ab_sut_sandbox sandbox;  /* config NULL: started as is and reached on 127.0.0.1 */
 };
 
 struct ab_sut_config {

@@ -10,6 +10,7 @@
 
 #include "build.h"
 #include "error.h"
+#include "sut_relay.h"
 #include "sut_sse.h"
 
 #include <arpa/inet.h>
@@ -38,6 +39,7 @@
 
 struct ab_sut_http {
 	ab_proc *proc;
+	ab_sut_relay *relay;      /* sandboxed: the server is reached through abgate-relay's socket */
 	CURL *curl;
 	int api, port, vocab_size;
 	int ready_timeout_ms, request_timeout_ms, quit_grace_ms;
@@ -170,6 +172,8 @@ static CURLcode perform(struct xfer *x, const char *path, const char *body, long
 	snprintf(url, sizeof(url), "%s%s", x->h->base, path);
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
+	if (x->h->relay)   /* the URL's host and path stay as they are; only the transport changes */
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ab_sut_relay_socket(x->h->relay));
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
@@ -262,7 +266,7 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 {
 	const struct ab_sut_http_config *hc = cfg->http;
 	ab_sut_http *h = calloc(1, sizeof(*h));
-	char **argv = NULL, **env = NULL, *url = NULL, port[16], dur[32];
+	char **argv = NULL, **env = NULL, **boxed = NULL, *url = NULL, port[16], dur[32];
 	int error;
 
 	if (!h)
@@ -294,7 +298,23 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 
 	struct ab_proc_spec spec = { .argv = (const char *const *)argv, .env = (const char *const *)env,
 		.cwd = cfg->cwd, .log_path = cfg->stderr_log };
-	if (ab_proc_spawn(&h->proc, &spec) < 0) {
+	/* Under the sandbox the server has its own network namespace: abgate-relay, its parent there,
+	 * carries the connections from a unix socket to its loopback (sut_relay.h). */
+	if (hc->sandbox.config) {
+		if (ab_sut_relay_open(&h->relay, &boxed, &hc->sandbox, (const char *const *)argv,
+			(const char *const *)env, cfg->cwd, h->port) < 0) {
+			char msg[200];
+			snprintf(msg, sizeof(msg), "%s", ab_error_last());
+			error = hfail(h, fault, AB_SUT_CRASH, "could not start: %s", msg);
+			goto cleanup;
+		}
+		spec.argv = (const char *const *)boxed;
+		spec.env = NULL;
+		spec.pass_fd = ab_sut_relay_fd(h->relay);
+	}
+	int spawned = ab_proc_spawn(&h->proc, &spec);
+	ab_sut_relay_started(h->relay);
+	if (spawned < 0) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "%s", ab_error_last());
 		error = hfail(h, fault, AB_SUT_CRASH, "could not start: %s", msg);
@@ -333,9 +353,10 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 			"/v1/models): give sut.vocab_size");
 		goto cleanup;
 	}
-	h->ready = json_pack("{s:b, s:s, s:s, s:i, s:b, s:{s:i}, s:s}", "ready", 1, "kind", "openai", "api",
+	h->ready = json_pack("{s:b, s:s, s:s, s:i, s:b, s:{s:i}, s:s, s:s}", "ready", 1, "kind", "openai", "api",
 		h->api == AB_SUT_HTTP_LLAMA ? "llama" : "completions", "port", h->port, "token_ids",
-		h->api == AB_SUT_HTTP_LLAMA, "model", "vocab_size", h->vocab_size, "vocab_from", vocab_from);
+		h->api == AB_SUT_HTTP_LLAMA, "model", "vocab_size", h->vocab_size, "vocab_from", vocab_from,
+		"transport", h->relay ? "sandbox relay (unix socket)" : "tcp");
 	if (!h->ready) {
 		error = ab_error_set("out of memory");
 		goto cleanup;
@@ -348,6 +369,7 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 cleanup:
 	ab_build_argv_free(argv);
 	ab_build_argv_free(env);
+	ab_build_argv_free(boxed);
 	free(url);
 	ab_sut_http_free(h);
 	return error;
@@ -634,6 +656,7 @@ void ab_sut_http_free(ab_sut_http *h)
 	if (!h)
 		return;
 	ab_proc_free(h->proc);
+	ab_sut_relay_free(h->relay);
 	if (h->curl)
 		curl_easy_cleanup(h->curl);
 	json_decref(h->ready);

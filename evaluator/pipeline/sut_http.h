@@ -1,7 +1,8 @@
 /*
  * sut_http.h - the HTTP side of a SUT (suite kind "openai"): starts the server command in its own
  * process group with {port} a free loopback port, polls ready_path until 200, then sends greedy
- * streamed requests over libcurl and times them on abgate's clock. sut.c dispatches to it when
+ * streamed requests over libcurl and times them on abgate's clock. With http.sandbox.config set the
+ * command runs in the sandbox behind abgate-relay and libcurl talks to its unix socket (sut_relay.h). sut.c dispatches to it when
  * ab_sut_config.http is set, so the measurement loop sees one interface (sut.h) for both kinds.
  * Faults are classified as stdio faults are (sut.h); all but AB_SUT_SUT_ERROR kill the group.
  */

@@ -1,10 +1,13 @@
 /*
  * test_proc.c - child processes: exit decoding, timeouts that kill whole process groups (including
- * grandchildren that ignore SIGTERM), bounded line reading, writes to children that do not read.
+ * grandchildren that ignore SIGTERM), bounded line reading, writes to children that do not read,
+ * an fd passed down as the child's fd 3.
  */
+#define _GNU_SOURCE
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -134,6 +137,31 @@ static void run_env_cwd(void)
 	CHECK_STR_HAS(text, "x=42 home=/nowhere");
 	CHECK_STR_HAS(text, tu_tmpdir());
 	free(text);
+}
+
+/* pass_fd becomes the child's fd 3 (CLOEXEC or not); nothing else above stderr leaks. */
+static void pass_fd(void)
+{
+	int fds[2], other[2];
+	CHECK(pipe2(fds, O_CLOEXEC) == 0 && pipe(other) == 0);
+	const char *argv[] = {"sh", "-c", "echo via-3 >&3; ls /proc/self/fd | sort -n | tr '\\n' ' ' >&3", NULL};
+	const struct ab_proc_spec spec = {.argv = argv, .pass_fd = fds[1]};
+	ab_proc *p = NULL;
+	CHECK(ab_proc_spawn(&p, &spec) == 0);
+	close(fds[1]);
+	struct ab_proc_status st;
+	CHECK(ab_proc_wait(&st, p, ab_proc_deadline_ms(10000)) == 0 && ab_proc_status_ok(&st));
+	char buf[256] = "";
+	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+	CHECK(n > 0);
+	buf[n] = '\0';
+	/* fd 3 is the pipe; the shell's own `ls` adds one fd for /proc/self/fd itself. */
+	CHECK_STR_HAS(buf, "via-3\n0 1 2 3 ");
+	CHECK(!strstr(buf, " 5 ") && !strstr(buf, " 6 "));
+	ab_proc_free(p);
+	close(fds[0]);
+	close(other[0]);
+	close(other[1]);
 }
 
 /* Reads the grandchild pid the test scripts print first. */
@@ -397,7 +425,7 @@ int main(int argc, char **argv)
 		{"group_leftovers", group_leftovers}, {"lines", lines}, {"oversize_line", oversize_line},
 		{"partial_last_line", partial_last_line}, {"write_timeout", write_timeout},
 		{"read_timeout", read_timeout}, {"stderr_tail", stderr_tail},
-		{"status_describe", status_describe},
+		{"status_describe", status_describe}, {"pass_fd", pass_fd},
 	};
 	return TU_RUN(argc, argv, cases);
 }

@@ -3,9 +3,11 @@
 # repository's SUT is `ember serve --http` (the ember of this build, copied by the fixture's build
 # step) on a generated tiny model, driven through abgate's llama-server adapter. The fixture
 # commits ember.args, which the SUT command hands to ember (@FILE); a head that adds
-# --debug-token-delay-us to it is an engine whose decode got slower. HTTP SUTs run only without
-# the sandbox today (docs/http-sut.md), hence --no-sandbox.
-#   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower
+# --debug-token-delay-us to it is an engine whose decode got slower. aa and slower run with
+# --no-sandbox (the direct TCP path); their *_sandbox twins run the same in the sandbox, where
+# abgate reaches the server through abgate-relay (docs/http-sut.md); sandbox_loopback is a PR whose
+# server tries to reach a listener on the host's loopback.
+#   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|sandbox_loopback
 source "$(dirname "$0")/lib.sh"
 EMBER=${EMBER:?path to the ember executable}
 
@@ -14,17 +16,23 @@ if "$EMBER" serve --http 127.0.0.1:0 --model /nonexistent 2>&1 | grep -q "withou
   exit 77
 fi
 
-# A repo with ember.args and the suite on main.
+# In the sandbox, the build and model steps see this build's ember through sandbox.ro_paths (the
+# way a deployment shows a toolchain); the SUT sees only its own {build}/ember copy.
+CONFIG=$WORK/sandbox.json
+printf '{ "sandbox": { "ro_paths": ["%s"] } }\n' "$(dirname "$EMBER")" > "$CONFIG"
+
+# A repo with ember.args, build.sh (what the PR runs to make {build}/ember) and the suite on main.
 http_fixture() {
   REPO=$WORK/repo
   mkdir -p "$REPO/guards"
   git init -q -b main "$REPO"
   printf '# options of ember serve for this fixture (one per line)\n--threads 1\n' > "$REPO/ember.args"
+  printf 'cp "%s" "$1/ember"\n' "$EMBER" > "$REPO/build.sh"
   cat > "$REPO/guards/default.json" <<JSON
 {
   "schema": "abgate.suite/1",
   "name": "ember-http",
-  "build": { "build": ["cp", "$EMBER", "{build}/ember"], "timeout_s": 60 },
+  "build": { "build": ["sh", "{src}/build.sh", "{build}"], "timeout_s": 60 },
   "sut": { "kind": "openai", "api": "llama",
            "command": ["{build}/ember", "serve", "--http", "127.0.0.1:{port}", "--model", "{model}",
                        "--backend", "cpu", "--ctx", "512", "@{src}/ember.args"],
@@ -49,13 +57,27 @@ head_args() {
   g checkout -q main
 }
 
-case "${1:?case}" in
+# The ready record of each side says how abgate reached the server.
+expect_transport() {
+  local t
+  t=$(jq -r '[.. | objects | select(.kind? == "openai") | .transport] | unique | join(",")' "$RESULT")
+  [ "$t" = "$1" ] || fail "transport '$t', expected '$1'"
+}
+
+# --no-sandbox for aa/slower, the sandbox (on by default) for their twins.
+CASE=${1:?case}
+MODE=(--no-sandbox)
+case "$CASE" in *_sandbox) MODE=(--config "$CONFIG"); CASE=${CASE%_sandbox} ;; esac
+TRANSPORT=tcp
+[ "${MODE[0]}" = "--no-sandbox" ] || TRANSPORT="sandbox relay (unix socket)"
+
+case "$CASE" in
 aa)
   # A/A: the head only adds a comment to ember.args.
   http_fixture
   head_args "head: comment only" "# no functional change"
   start=$(date +%s)
-  run_eval --no-sandbox
+  run_eval "${MODE[@]}"
   expect_rc 0
   expect_label "eval:none"
   ! jq -e '.verdict.labels[] | select(startswith("regression-"))' "$RESULT" >/dev/null \
@@ -64,20 +86,69 @@ aa)
     || fail "too few decode samples: $(jq -c '[.samples[] | select(.metric == "decode_tps")][0]' "$RESULT")"
   jq -e '[.samples[] | select(.ok == false)] | length == 0' "$RESULT" >/dev/null \
     || fail "failed samples: $(jq -c '[.samples[] | select(.ok == false)][0]' "$RESULT")"
-  pass "ember over HTTP, A/A -> eval:none in $(( $(date +%s) - start )) s"
+  expect_transport "$TRANSPORT"
+  pass "ember over HTTP ($TRANSPORT), A/A -> eval:none in $(( $(date +%s) - start )) s"
   ;;
 slower)
   # The head's ember sleeps 1 ms after every decode step (~0.5 ms of compute on the tiny model).
   http_fixture
   head_args "head: slower decode" "--debug-token-delay-us 1000"
   start=$(date +%s)
-  run_eval --no-sandbox
+  run_eval "${MODE[@]}"
   expect_rc 1
   expect_label "eval:REJECT"
   has_label "regression-64" || has_label "regression-256" || fail "no regression-<ctx> label: $(jq -c .verdict.labels "$RESULT")"
   jq -e '[.metrics[] | select(.name == "decode_tps" and .outcome == "regressed")] | length > 0' "$RESULT" >/dev/null \
     || fail "decode not marked regressed: $(jq -c '[.metrics[] | {name, ctx, ratio, outcome}]' "$RESULT")"
-  pass "ember over HTTP, decode delay -> REJECT $(jq -c .verdict.labels "$RESULT") in $(( $(date +%s) - start )) s"
+  expect_transport "$TRANSPORT"
+  pass "ember over HTTP ($TRANSPORT), decode delay -> REJECT $(jq -c .verdict.labels "$RESULT") in $(( $(date +%s) - start )) s"
+  ;;
+sandbox_loopback)
+  # The head's {build}/ember is a wrapper that first tries to reach a listener the test opened on
+  # the host's loopback, then runs the real ember. In the sandbox the server's loopback is its own:
+  # the listener sees nothing, while abgate still measures the server through the relay.
+  command -v bwrap >/dev/null || { echo "SKIP: bubblewrap is not installed (ci/deps.sh)"; exit 77; }
+  PORT_FILE=$WORK/port; CONN=$WORK/connections
+  python3 - "$PORT_FILE" "$CONN" <<'PY' &
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+while True:
+    c, _ = s.accept(); open(sys.argv[2], "a").write(c.recv(64).decode(errors="replace") + "\n"); c.close()
+PY
+  LISTENER=$!
+  trap 'kill $LISTENER 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
+  for _ in $(seq 50); do [ -s "$PORT_FILE" ] && break; sleep 0.1; done
+  PORT=$(cat "$PORT_FILE")
+  http_fixture
+  g checkout -q -B head
+  cat > "$REPO/build.sh" <<SH
+cp "$EMBER" "\$1/ember.real"
+cat > "\$1/ember" <<'WRAP'
+#!/bin/sh
+python3 -c "import socket; s=socket.create_connection(('127.0.0.1', $PORT), 2); s.send(b'LEAK')" 2>/dev/null \\
+  && echo "phone-home: CONNECTED" >&2 || echo "phone-home: no route to the host's loopback" >&2
+exec "\$0.real" "\$@"
+WRAP
+chmod +x "\$1/ember"
+SH
+  g add -A && g commit -qm "head: phone home from the server"
+  g checkout -q main
+  # Control: the wrapper's attempt does reach the listener without the sandbox.
+  run_eval --no-sandbox
+  sleep 0.3
+  grep -q LEAK "$CONN" 2>/dev/null || fail "control: the unsandboxed server did not reach the listener (the check is blind)"
+  : > "$CONN"
+  rm -rf "$WORK/state"
+  run_eval --config "$CONFIG"
+  sleep 0.3
+  [ ! -s "$CONN" ] || fail "the listener got a connection from the sandboxed server: $(cat "$CONN")"
+  grep -rq "phone-home: no route" "$WORK/state/runs" || fail "the wrapper's attempt is not in the SUT log"
+  ! grep -rq "phone-home: CONNECTED" "$WORK/state/runs" || fail "a sandboxed attempt connected"
+  expect_rc 0
+  expect_label "eval:none"
+  expect_transport "sandbox relay (unix socket)"
+  pass "HTTP SUT in the sandbox: its connect to the host's loopback fails, the evaluation works (eval:none)"
   ;;
 *)
   fail "unknown case $1"
