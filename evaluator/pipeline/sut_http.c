@@ -626,7 +626,11 @@ int ab_sut_http_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_
 	}
 	CURLcode rc = perform(&x, "/v1/completions", body, h->request_timeout_ms);
 	if (rc == CURLE_OK && !x.why[0] && x.status != 200 && refuses_echo(&x)) {
-		printable(snip, sizeof(snip), x.body ? x.body : "", x.body_len < 100 ? x.body_len : 100);
+		/* the server's own words: error.message of an OpenAI error body, else the body's start */
+		json_t *eb = x.body ? json_loadb(x.body, x.body_len, 0, NULL) : NULL, *err = json_object_get(eb, "error");
+		const char *m = json_string_value(json_is_object(err) ? json_object_get(err, "message") : err);
+		printable(snip, sizeof(snip), m ? m : x.body ? x.body : "", m ? strlen(m) : x.body_len);
+		json_decref(eb);
 		error = hfail(h, fault, AB_SUT_SUT_ERROR, "scoring unavailable: POST /v1/completions with echo + logprobs "
 			"%d answered HTTP %ld%s%s (accuracy gates unavailable for this SUT)", rq->top_k, x.status,
 			snip[0] ? ": " : "", snip);
