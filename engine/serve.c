@@ -3,7 +3,8 @@
  * line reader (an oversized line is discarded up to its newline and answered with an error),
  * parsed with jansson and validated field by field before the backend sees them. generate is
  * greedy from an empty cache with a "first" event right after prefill; score is teacher-forced
- * and streams its (possibly large) answer without building a JSON tree. With a DFlash draft
+ * (score.c, shared with the HTTP server's echo + logprobs) and formats its (possibly large) answer
+ * without building a JSON tree. With a DFlash draft
  * (--draft), "spec": true decodes speculatively through spec.c; the tokens equal plain greedy's.
  * Loading, token checks and the generate loop are session.c's, shared with the HTTP server.
  */
