@@ -6,6 +6,7 @@
 #include "completion.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,19 +80,46 @@ static int parse_llama(const json_t *req, struct ember_completion *c, long long 
 	return 0;
 }
 
+/* "logprobs": null/false/0 = none, else an integer K in 1..EMBER_COMPLETION_LOGPROBS_MAX. */
+static int read_logprobs(const json_t *req, int *out)
+{
+	const json_t *lp = json_object_get(req, "logprobs");
+	*out = 0;
+	if (!lp || json_is_null(lp) || json_is_false(lp))
+		return 0;
+	if (!json_is_integer(lp) || json_integer_value(lp) < 0)
+		return ember_error_set(EMBER_EFORMAT, "'logprobs' must be an integer in 0..%d", EMBER_COMPLETION_LOGPROBS_MAX);
+	if (json_integer_value(lp) > EMBER_COMPLETION_LOGPROBS_MAX)
+		return ember_error_set(EMBER_EUNSUPPORTED, "'logprobs' is at most %d in ember serve --http (asked %" JSON_INTEGER_FORMAT ")",
+		                       EMBER_COMPLETION_LOGPROBS_MAX, json_integer_value(lp));
+	*out = (int)json_integer_value(lp);
+	return 0;
+}
+
 static int parse_openai(const json_t *req, struct ember_completion *c)
 {
 	long long n = 1, best_of = 1;
-	int echo = 0;
-	const json_t *opts = json_object_get(req, "stream_options"), *lp = json_object_get(req, "logprobs");
-	if (opt_int(req, "max_tokens", EMBER_COMPLETION_DEFAULT_MAX_TOKENS, 1, 1LL << 30, &c->n_gen) || opt_int(req, "n", 1, 1, 1, &n) ||
-	    opt_int(req, "best_of", 1, 1, 1, &best_of) || opt_bool(req, "echo", 0, &echo))
+	const json_t *opts = json_object_get(req, "stream_options");
+	int rc;
+	if (opt_bool(req, "echo", 0, &c->echo) ||
+	    opt_int(req, "max_tokens", EMBER_COMPLETION_DEFAULT_MAX_TOKENS, c->echo ? 0 : 1, 1LL << 30, &c->n_gen) ||
+	    opt_int(req, "n", 1, 1, 1, &n) || opt_int(req, "best_of", 1, 1, 1, &best_of) ||
+	    opt_bool(req, "return_tokens_as_token_ids", 0, &c->token_ids))
 		return EMBER_EFORMAT;
-	if (echo)
-		return ember_error_set(EMBER_EUNSUPPORTED, "'echo' is not supported");
-	if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-		return ember_error_set(EMBER_EUNSUPPORTED, "logprobs not supported: ember serve --http returns no token "
-		                       "probabilities");
+	if ((rc = read_logprobs(req, &c->logprobs)))
+		return rc;
+	if (c->logprobs > 0 && !c->echo)
+		return ember_error_set(EMBER_EUNSUPPORTED, "logprobs not supported without echo: ember serve --http gives the "
+		                       "prompt's log-probs (\"echo\": true, max_tokens 0 or 1), not those of generated tokens");
+	if (c->echo && c->stream)
+		return ember_error_set(EMBER_EUNSUPPORTED, "'echo' is supported without streaming only");
+	if (c->echo && c->n_gen > 1)
+		return ember_error_set(EMBER_EUNSUPPORTED, "'echo' needs max_tokens 0 or 1 (the prompt's log-probs and at most "
+		                       "the next token), not %lld", c->n_gen);
+	if (c->echo && (uint64_t)(c->n_prompt + 1) * (uint64_t)(c->logprobs + 1) > EMBER_COMPLETION_ECHO_MAX_ENTRIES)
+		return ember_error_set(EMBER_EUNSUPPORTED, "echo answer too large: %d positions x %d log-probs exceed %d "
+		                       "(score a shorter prompt, or fewer logprobs)", c->n_prompt + 1, c->logprobs + 1,
+		                       EMBER_COMPLETION_ECHO_MAX_ENTRIES);
 	if (opts && !json_is_null(opts) && !json_is_object(opts))
 		return ember_error_set(EMBER_EFORMAT, "'stream_options' must be an object");
 	if (opts && opt_bool(opts, "include_usage", 0, &c->include_usage))

@@ -1,10 +1,12 @@
 /*
  * completion.h - a completion request as `ember serve --http` accepts it, parsed and checked
  * before the engine sees it: llama-server's native POST /completion or OpenAI's POST
- * /v1/completions, the prompt as token ids, greedy only. Fields ember cannot honour (sampling,
- * n_probs / logprobs, stop strings, echo, n > 1) are refused with a message rather than ignored;
- * fields that change nothing for a greedy, tokenizer-less engine (cache_prompt, ignore_eos, seed,
- * top_p, model) are accepted. Unknown fields are ignored, as both servers do.
+ * /v1/completions, the prompt as token ids, greedy only. OpenAI's echo + logprobs (the prompt's
+ * teacher-forced log-probs, as vLLM answers them) is accepted non-streamed with max_tokens 0 or 1.
+ * Fields ember cannot honour (sampling, n_probs, logprobs of generated tokens, stop strings, n > 1)
+ * are refused with a message rather than ignored; fields that change nothing for a greedy,
+ * tokenizer-less engine (cache_prompt, ignore_eos, seed, top_p, model) are accepted. Unknown
+ * fields are ignored, as both servers do.
  */
 #ifndef EMBER_COMPLETION_H
 #define EMBER_COMPLETION_H
@@ -17,13 +19,20 @@
 enum ember_completion_api { EMBER_COMPLETION_LLAMA, EMBER_COMPLETION_OPENAI };
 
 #define EMBER_COMPLETION_DEFAULT_MAX_TOKENS 16 /* OpenAI's default for max_tokens */
+#define EMBER_COMPLETION_LOGPROBS_MAX 64       /* "logprobs": K above this is a 400 */
+#define EMBER_COMPLETION_ECHO_MAX_ENTRIES (2 << 20) /* (n_prompt + 1) * (K + 1) log-probs in one answer */
 
 struct ember_completion {
 	enum ember_completion_api api;
 	int stream;              /* "stream": true: SSE, one event per token */
 	int return_tokens;       /* llama: "return_tokens": each event carries tokens: [id] */
 	int include_usage;       /* OpenAI: "stream_options": {"include_usage": true} */
-	long long n_gen;         /* n_predict (-1: what the context leaves) or max_tokens */
+	int echo;                /* OpenAI: "echo": true: the answer starts with the prompt; not streamed,
+	                          * n_gen 0 or 1 (the greedy token after the prompt) */
+	int logprobs;            /* OpenAI: "logprobs": K (only with echo): per position the token's log-prob
+	                          * and the top K, teacher-forced over the prompt; 0: none */
+	int token_ids;           /* OpenAI/vLLM: "return_tokens_as_token_ids": tokens named "token_id:N" */
+	long long n_gen;         /* n_predict (-1: what the context leaves) or max_tokens (0 only with echo) */
 	int32_t *prompt;         /* owned: freed by ember_completion_clear */
 	int n_prompt;
 };

@@ -3,7 +3,8 @@
  * line reader (an oversized line is discarded up to its newline and answered with an error),
  * parsed with jansson and validated field by field before the backend sees them. generate is
  * greedy from an empty cache with a "first" event right after prefill; score is teacher-forced
- * and streams its (possibly large) answer without building a JSON tree. With a DFlash draft
+ * (score.c, shared with the HTTP server's echo + logprobs) and formats its (possibly large) answer
+ * without building a JSON tree. With a DFlash draft
  * (--draft), "spec": true decodes speculatively through spec.c; the tokens equal plain greedy's.
  * Loading, token checks and the generate loop are session.c's, shared with the HTTP server.
  */
@@ -19,18 +20,17 @@
 #include <time.h>
 
 #include "error.h"
+#include "score.h"
 #include "session.h"
 #include "spec.h"
 
-#define SCORE_CHUNK 64    /* positions per forward call while scoring (bounds the logits buffer) */
 #define SCORE_MAX_ENTRIES (16 << 20) /* log-probs in one score answer */
 
 struct server {
 	const struct ember_serve_config *config;
 	FILE *in, *out, *log;
 	struct ember_session *ss;   /* model, backend, draft (NULL without --draft) */
-	float *logits;              /* [SCORE_CHUNK][n_vocab] */
-	int32_t *heap;              /* top-k scratch, n_vocab */
+	struct ember_scorer scorer; /* score op scratch (score.c) */
 };
 
 static double now_ms(void) { return ember_session_now_ms(); }
@@ -211,54 +211,40 @@ cleanup:
 
 /* ---- score ---- */
 
-/* Heap order: "a ranks below b" = lower logit, or equal logit and higher id. */
-static int ranks_below(const float *l, int32_t a, int32_t b) { return l[a] < l[b] || (l[a] == l[b] && a > b); }
-
-static void sift_down(int32_t *h, int n, int i, const float *l)
-{
-	for (;;) {
-		int c = 2 * i + 1;
-		if (c >= n)
-			return;
-		if (c + 1 < n && ranks_below(l, h[c + 1], h[c]))
-			c++;
-		if (!ranks_below(l, h[c], h[i]))
-			return;
-		int32_t t = h[i];
-		h[i] = h[c];
-		h[c] = t;
-		i = c;
-	}
-}
-
-/* The k best ids of l[0..n) into h[0..k), best first (ties: lower id first). */
-static void top_k(int32_t *h, const float *l, int n, int k)
-{
-	if (k <= 0)
-		return;
-	for (int i = 0; i < k; i++)
-		h[i] = i;
-	for (int i = k / 2 - 1; i >= 0; i--)
-		sift_down(h, k, i, l);
-	for (int i = k; i < n; i++)
-		if (ranks_below(l, h[0], i)) {
-			h[0] = i;
-			sift_down(h, k, 0, l);
-		}
-	for (int end = k - 1; end > 0; end--) { /* heap sort: worst to the back, so best ends first */
-		int32_t t = h[0];
-		h[0] = h[end];
-		h[end] = t;
-		sift_down(h, end, 0, l);
-	}
-}
-
 static void put_logprob(FILE *out, double lp)
 {
 	if (isfinite(lp))
 		fprintf(out, "%.9g", lp);
 	else
 		fputs("null", out);
+}
+
+/* Formats one scored position into the answer: {"top":[[id,lp],...],"ids":[lp,...]}. */
+struct score_format {
+	FILE *text;
+	int first;
+	int32_t **want;   /* per scored position, the asked ids (NULL: none asked) */
+	int *want_n;
+};
+
+static int put_position(void *user, const struct ember_score_position *sp)
+{
+	struct score_format *f = user;
+	fputs(sp->pos > f->first ? ",{\"top\":[" : "{\"top\":[", f->text);
+	for (int j = 0; j < sp->top_k; j++) {
+		fprintf(f->text, "%s[%d,", j ? "," : "", sp->top[j]);
+		put_logprob(f->text, (double)sp->logits[sp->top[j]] - sp->lse);
+		fputc(']', f->text);
+	}
+	fputs("],\"ids\":[", f->text);
+	const int pi = sp->pos - f->first;
+	for (int j = 0; f->want && j < f->want_n[pi]; j++) {
+		if (j)
+			fputc(',', f->text);
+		put_logprob(f->text, (double)sp->logits[f->want[pi][j]] - sp->lse);
+	}
+	fputs("]}", f->text);
+	return 0;
 }
 
 static void op_score(struct server *s, json_t *req, json_t *id)
@@ -316,38 +302,10 @@ static void op_score(struct server *s, json_t *req, json_t *id)
 	char *idtext = json_dumps(id ? id : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
 	fprintf(text, "{\"id\":%s,\"event\":\"done\",\"positions\":[", idtext ? idtext : "null");
 	free(idtext);
-	for (int c0 = 0; c0 < n; c0 += SCORE_CHUNK) {
-		const int c1 = n - c0 < SCORE_CHUNK ? n : c0 + SCORE_CHUNK;
-		const int need_rows = c1 > first;
-		if (s->ss->ops->forward(s->ss->be, prompt + c0, c1 - c0, c0, need_rows, need_rows ? s->logits : NULL, NULL)) {
-			emit_error(s, id, "forward failed while scoring: %s", ember_error_last());
-			goto cleanup;
-		}
-		for (int p = c0 > first ? c0 : (int)first; p < c1; p++) {
-			const float *l = s->logits + (size_t)(p - c0) * n_vocab;
-			double max = -INFINITY, sum = 0.0;
-			for (int i = 0; i < n_vocab; i++)
-				if (l[i] > max)
-					max = l[i];
-			for (int i = 0; i < n_vocab; i++)
-				sum += exp((double)l[i] - max);
-			const double lse = max + log(sum);
-			top_k(s->heap, l, n_vocab, (int)top);
-			fputs(p > first ? ",{\"top\":[" : "{\"top\":[", text);
-			for (int j = 0; j < top; j++) {
-				fprintf(text, "%s[%d,", j ? "," : "", s->heap[j]);
-				put_logprob(text, (double)l[s->heap[j]] - lse);
-				fputc(']', text);
-			}
-			fputs("],\"ids\":[", text);
-			const int pi = p - (int)first;
-			for (int j = 0; want && j < want_n[pi]; j++) {
-				if (j)
-					fputc(',', text);
-				put_logprob(text, (double)l[want[pi][j]] - lse);
-			}
-			fputs("]}", text);
-		}
+	struct score_format fmt = {text, (int)first, want, want_n};
+	if (ember_score_prompt(&s->scorer, s->ss, prompt, n, (int)first, (int)top, put_position, &fmt)) {
+		emit_error(s, id, "%s", ember_error_last());
+		goto cleanup;
 	}
 	fprintf(text, "],\"stats\":{\"score_ms\":%.3f,\"positions\":%d}}\n", now_ms() - t0, n_pos);
 	if (fclose(text) != 0 || !text_buf) {
@@ -477,12 +435,7 @@ static int start(struct server *s)
 {
 	if (ember_session_open(&s->ss, &s->config->session))
 		return EMBER_ERROR;
-	const size_t n_vocab = (size_t)s->ss->model->hp.n_vocab;
-	s->logits = malloc(SCORE_CHUNK * n_vocab * sizeof(float));
-	s->heap = malloc(n_vocab * sizeof(int32_t));
-	if (!s->logits || !s->heap)
-		return ember_error_set(EMBER_ENOMEM, "out of memory for the score buffers");
-	return 0;
+	return ember_scorer_init(&s->scorer, s->ss);
 }
 
 int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out, FILE *log)
@@ -529,8 +482,7 @@ int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out
 	error = 0;
 cleanup:
 	free(line);
-	free(s.logits);
-	free(s.heap);
+	ember_scorer_clear(&s.scorer);
 	ember_session_free(s.ss);
 	return error;
 }

@@ -5,11 +5,14 @@
  * event is sent as soon as its token exists, and a client that goes away stops the generation at
  * the next token (libmicrohttpd stops reading and frees the stream). Request bodies are capped and
  * every field is checked before the engine sees it; a busy flag admits one generation at a time.
+ * An OpenAI echo + logprobs request is scored teacher-forced (score.c, as the stdio score op) and
+ * answered in one piece (echo.c).
  */
 #define _GNU_SOURCE
 #include "serve_http.h"
 
 #include "completion.h"
+#include "echo.h"
 #include "error.h"
 
 #ifdef EMBER_HAVE_MHD
@@ -28,6 +31,7 @@
 
 #define DEFAULT_IDLE_S 300
 #define STREAM_BLOCK (16 << 10)     /* libmicrohttpd's buffer for one reader call */
+#define BUSY_MESSAGE "busy: ember serve runs one generation at a time; retry when it ends"
 
 struct server {
 	const struct ember_serve_http_config *config;
@@ -38,6 +42,7 @@ struct server {
 	int busy;                   /* a generation holds the engine (under lock) */
 	unsigned long next_id;      /* completion ids (under lock) */
 	atomic_int stopping;        /* SIGTERM/SIGINT arrived: generations end at their next token */
+	struct ember_scorer scorer; /* echo + logprobs scratch, made at the first such request (under busy) */
 };
 
 enum route_id { ROUTE_NONE, ROUTE_HEALTH, ROUTE_PROPS, ROUTE_MODELS, ROUTE_COMPLETION, ROUTE_V1_COMPLETIONS };
@@ -406,6 +411,37 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
+/* echo (+ logprobs): the prompt scored teacher-forced by score.c, as the stdio score op scores it,
+ * and answered in one piece (echo.c). Takes the parsed request (st, freed here). */
+static enum MHD_Result handle_echo(struct server *srv, struct MHD_Connection *conn, struct stream *st)
+{
+	unsigned long id;
+	char *text = NULL, cid[40];
+	size_t len = 0;
+	if (acquire(srv, &id)) {
+		stream_free(st);
+		return respond_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, BUSY_MESSAGE);
+	}
+	snprintf(cid, sizeof(cid), "cmpl-%lu", id);
+	int rc = srv->scorer.logits ? 0 : ember_scorer_init(&srv->scorer, srv->ss);
+	if (!rc)
+		rc = ember_echo_answer(&text, &len, srv->ss, &srv->scorer, &st->c, cid, (long long)time(NULL));
+	release(srv);
+	stream_free(st); /* st->srv is unset: freeing it releases nothing */
+	if (rc)
+		return respond_error(srv, conn, rc == EMBER_EFORMAT ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
+		                     NULL, "echo failed: %s", ember_error_last());
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static enum MHD_Result handle_completion(struct server *srv, struct MHD_Connection *conn, struct request *r,
                                          enum ember_completion_api api)
 {
@@ -419,6 +455,8 @@ static enum MHD_Result handle_completion(struct server *srv, struct MHD_Connecti
 		return respond_error(srv, conn, rc == EMBER_ENOMEM ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_BAD_REQUEST,
 		                     NULL, "%s", ember_error_last());
 	}
+	if (st->c.echo)
+		return handle_echo(srv, conn, st);
 	if (ember_session_gen_init(&st->gen, srv->ss, st->c.prompt, st->c.n_prompt, st->c.n_gen,
 	                           api == EMBER_COMPLETION_LLAMA ? "n_predict" : "max_tokens", NULL)) {
 		stream_free(st);
@@ -430,8 +468,7 @@ static enum MHD_Result handle_completion(struct server *srv, struct MHD_Connecti
 	}
 	if (acquire(srv, &id)) {
 		stream_free(st);
-		return respond_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
-		                     "busy: ember serve runs one generation at a time; retry when it ends");
+		return respond_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, BUSY_MESSAGE);
 	}
 	st->srv = srv; /* from here on, freeing the stream releases the engine */
 	snprintf(st->id, sizeof(st->id), "cmpl-%lu", id);
@@ -663,6 +700,7 @@ cleanup:
 	if (daemon)
 		MHD_stop_daemon(daemon);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ember_scorer_clear(&srv.scorer);
 	ember_session_free(srv.ss);
 	freeaddrinfo(ai);
 	return error;

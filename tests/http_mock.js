@@ -4,6 +4,11 @@
 // tokens (next = (prev * 31 + 7) % vocab), and injectable faults:
 //   --fault never-ready | 500 | garbage-sse | lie-usage | hang | drop | big | long-line |
 //           crash | no-vocab
+// Scoring: POST /v1/completions with "echo": true (not streamed, max_tokens 1, logprobs K) answers
+// vLLM's prompt log-probs with "token_id:N" names: after token t the top K are g(t) + j (g the
+// greedy rule above) with log-prob -(j + 1) ln 2, and a token outside them has -(K + 3) ln 2.
+// Its faults: echo-400 (refused: 400), echo-500 (llama-server's 500 "Unsupported param: echo"),
+// bad-key, big-id, wrong-count, nan, null-lp, positive, no-logprobs, misecho, own-disagrees.
 // Other options: --port N (required), --vocab V (1000), --delay-ms D per token (0),
 // --ready-after-ms R (0: /health answers 503 until then).
 'use strict';
@@ -34,8 +39,43 @@ function readBody(req) {
 }
 const send = (res, code, obj) => { res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(obj)); };
 
+// vLLM's answer to echo + logprobs (see the header); `fault` bends it.
+function echo(res, body) {
+  const prompt = body.prompt, K = body.logprobs;
+  if (fault === 'echo-400') return send(res, 400, { error: { message: 'echo is not supported by this server' } });
+  if (fault === 'echo-500') return send(res, 500, { error: { code: 500, message: 'Unsupported param: echo', type: 'server_error' } });
+  if (!Array.isArray(prompt) || body.max_tokens !== 1 || !Number.isInteger(K) || K < 1 || body.stream === true ||
+      body.return_tokens_as_token_ids !== true)
+    return send(res, 400, { error: { message: 'bad echo request' } });
+  requests++;
+  const name = id => 'token_id:' + id;
+  const toks = [...prompt, greedy(prompt, 1)[0]];
+  const tokens = toks.map(name), token_logprobs = [null], top_logprobs = [null];
+  for (let e = 1; e < toks.length; e++) {
+    const g = greedy([toks[e - 1]], 1)[0], top = {};
+    for (let j = 0; j < K; j++) top[name((g + j) % vocab)] = -(j + 1) * Math.LN2;
+    const rank = (toks[e] - g + vocab) % vocab;
+    token_logprobs.push(rank < K ? -(rank + 1) * Math.LN2 : -(K + 3) * Math.LN2);
+    top_logprobs.push(top);
+  }
+  if (fault === 'bad-key') { const t = top_logprobs[2]; t['tok_5'] = -9; delete t[Object.keys(t)[0]]; }
+  if (fault === 'big-id') top_logprobs[1][name(vocab)] = -20;
+  if (fault === 'wrong-count') { tokens.pop(); token_logprobs.pop(); top_logprobs.pop(); }
+  if (fault === 'null-lp') token_logprobs[3] = null;
+  if (fault === 'positive') top_logprobs[2][Object.keys(top_logprobs[2])[1]] = 0.5;
+  if (fault === 'misecho') tokens[2] = name((prompt[2] + 1) % vocab);
+  if (fault === 'own-disagrees') token_logprobs[1] -= 1;   // listed when prompt[1] is within g(prompt[0]) + 0..K-1
+  const logprobs = fault === 'no-logprobs' ? null : { tokens, token_logprobs, top_logprobs, text_offset: toks.map((_, i) => i) };
+  let text = JSON.stringify({ id: 'c', object: 'text_completion', choices: [{ index: 0, text: '', logprobs, finish_reason: 'length' }],
+    usage: { prompt_tokens: prompt.length, completion_tokens: 1 } });
+  if (fault === 'nan') text = text.replace(/"token_logprobs":\[null,[^,]*,/, '"token_logprobs":[null,NaN,');
+  res.writeHead(200, { 'Content-Type': 'application/json' });
+  res.end(text);
+}
+
 async function completion(req, res, llama) {
   const body = JSON.parse(await readBody(req));
+  if (!llama && body.echo === true) return echo(res, body);
   const prompt = body.prompt, n = llama ? body.n_predict : body.max_tokens;
   if (!Array.isArray(prompt) || !Number.isInteger(n) || n < 1 || body.stream !== true)
     return send(res, 400, { error: { message: 'bad request' } });

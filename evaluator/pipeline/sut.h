@@ -34,7 +34,8 @@ struct ab_sut_fault {
 	struct ab_proc_status exit;  /* how the process ended, when it did (exited/signaled/killed) */
 };
 
-/* An HTTP SUT (suite kind "openai", see sut_http.h): the server the command starts, on loopback. */
+/* An HTTP SUT (suite kind "openai", see sut_http.h): the server the command starts, on loopback.
+ * Scoring goes through POST /v1/completions with echo + logprobs for both (sut_echo.h). */
 enum ab_sut_http_api {
 	AB_SUT_HTTP_COMPLETIONS = 0,  /* OpenAI POST /v1/completions (text only: no token ids) */
 	AB_SUT_HTTP_LLAMA = 1         /* llama-server POST /completion with return_tokens */
@@ -114,6 +115,8 @@ struct ab_sut_position {
 struct ab_sut_scores {
 	int n_positions;
 	struct ab_sut_position *positions;  /* owned, see ab_sut_scores_clear */
+	int n_ids_bounded;    /* asked ids the SUT did not list (HTTP echo, sut_echo.h): their log-probs are
+	                       * upper bounds, not the SUT's values; always 0 over stdio */
 };
 
 /* A score request. Positions first .. prompt_len-1 are scored: position p is the distribution of

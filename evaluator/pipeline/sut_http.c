@@ -4,12 +4,14 @@
  * (sut_sse.c) inside the write callback, which stamps every event with abgate's CLOCK_MONOTONIC
  * time as its bytes arrive; a body over the cap, malformed SSE or JSON, ids outside the vocabulary
  * or a usage count that disagrees with the streamed events end the request as a classified fault.
+ * Scoring is one non-streamed echo + logprobs request whose answer sut_echo.c checks.
  */
 #define _GNU_SOURCE
 #include "sut_http.h"
 
 #include "build.h"
 #include "error.h"
+#include "sut_echo.h"
 #include "sut_relay.h"
 #include "sut_sse.h"
 
@@ -104,6 +106,7 @@ static void printable(char *dst, size_t cap, const char *src, size_t len)
 struct xfer {
 	ab_sut_http *h;
 	size_t cap, got;           /* bytes allowed, bytes received */
+	size_t keep;               /* bytes of a non-SSE body kept in `body`; 0: SMALL_BODY_MAX */
 	char *body;                /* small bodies and non-200 answers (bounded) */
 	size_t body_len;
 	int sse;                   /* 1: feed the SSE reader */
@@ -141,9 +144,9 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 		}
 		return n;
 	}
-	size_t keep = n;
-	if (x->body_len + keep > SMALL_BODY_MAX)
-		keep = SMALL_BODY_MAX - x->body_len;
+	size_t keep = n, keep_max = x->keep ? x->keep : SMALL_BODY_MAX;
+	if (x->body_len + keep > keep_max)
+		keep = keep_max - x->body_len;
 	char *g = realloc(x->body, x->body_len + keep + 1);
 	if (!g)
 		return 0;
@@ -611,17 +614,65 @@ cleanup:
 	return error;
 }
 
-int ab_sut_http_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_sut_http *h,
-	const struct ab_sut_score_request *request)
+/* A refusal of echo + logprobs: any 4xx, or a 5xx that names the feature (llama-server answers
+ * "Unsupported param: echo" with 500). */
+static int refuses_echo(const struct xfer *x)
 {
-	(void)out; (void)request;
+	if (x->status >= 400 && x->status < 500)
+		return 1;
+	const char *b = x->body ? x->body : "";
+	return x->status >= 500 && (strstr(b, "echo") || strstr(b, "logprobs") || strstr(b, "nsupported"));
+}
+
+int ab_sut_http_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_sut_http *h,
+	const struct ab_sut_score_request *rq)
+{
+	struct xfer x = { .h = h };
+	char what[64], why[224], snip[120], *body = NULL;
+	int error;
+
 	if (h->dead) {
 		if (fault)
 			*fault = h->fault;
-		return ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->fault.reason);
+		return ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->quit ? "the SUT has quit" : h->fault.reason);
 	}
-	return hfail(h, fault, AB_SUT_SUT_ERROR, "scoring unavailable: the %s API gives no prompt log-probs by "
-		"token id (accuracy gates unavailable for this SUT)", h->api == AB_SUT_HTTP_LLAMA ? "llama" : "completions");
+	if (rq->prompt_len < 1 || rq->first < 0 || rq->first >= rq->prompt_len || rq->top_k < 1 || rq->top_k > 4096 ||
+	    (rq->ids && !rq->n_ids))
+		return ab_error_setc(AB_EINVALID, "score: bad request (prompt_len %d, first %d, top_k %d)", rq->prompt_len,
+			rq->first, rq->top_k);
+	snprintf(what, sizeof(what), "score (%d tokens, top %d)", rq->prompt_len, rq->top_k);
+	x.cap = x.keep = ab_sut_echo_body_cap(rq);
+	if (!(body = ab_sut_echo_body(rq, h->model_name))) {
+		error = ab_error_set("out of memory");
+		goto cleanup;
+	}
+	CURLcode rc = perform(&x, "/v1/completions", body, h->request_timeout_ms);
+	if (rc == CURLE_OK && !x.why[0] && x.status != 200 && refuses_echo(&x)) {
+		/* the server's own words: error.message of an OpenAI error body, else the body's start */
+		json_t *eb = x.body ? json_loadb(x.body, x.body_len, 0, NULL) : NULL, *err = json_object_get(eb, "error");
+		const char *m = json_string_value(json_is_object(err) ? json_object_get(err, "message") : err);
+		printable(snip, sizeof(snip), m ? m : x.body ? x.body : "", m ? strlen(m) : x.body_len);
+		json_decref(eb);
+		error = hfail(h, fault, AB_SUT_SUT_ERROR, "scoring unavailable: POST /v1/completions with echo + logprobs "
+			"%d answered HTTP %ld%s%s (accuracy gates unavailable for this SUT)", rq->top_k, x.status,
+			snip[0] ? ": " : "", snip);
+		goto cleanup;
+	}
+	if (rc != CURLE_OK || x.status != 200 || x.why[0]) {
+		error = request_fault(h, fault, &x, rc, what);
+		goto cleanup;
+	}
+	if ((error = ab_sut_echo_parse(out, why, sizeof(why), x.body ? x.body : "", x.body_len, rq, h->vocab_size)) ==
+	    AB_EINVALID) {
+		error = hfail(h, fault, AB_SUT_PROTOCOL, "%s: %s", what, why);
+		goto cleanup;
+	}
+	if (error == 0 && fault)
+		memset(fault, 0, sizeof(*fault));
+cleanup:
+	free(body);
+	free(x.body);
+	return error;
 }
 
 int ab_sut_http_quit(struct ab_proc_status *out, ab_sut_http *h)

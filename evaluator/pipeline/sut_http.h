@@ -41,8 +41,10 @@ const struct ab_sut_spec_info *ab_sut_http_spec(const ab_sut_http *h);
 int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_sut_http *h,
 	const int32_t *prompt, int prompt_len, int max_tokens, int spec);
 
-/* Scoring (prompt log-probs with ids) is not available over these APIs: a SUT_ERROR fault saying
- * so, which the accuracy gates report as unavailable. */
+/* Scoring, for both APIs: POST /v1/completions with echo + logprobs = top_k (sut_echo.h), the
+ * answer checked and mapped onto Contract 1's positions (as ab_sut_score). A server that refuses
+ * the request (4xx; a 5xx naming echo/logprobs) is a SUT_ERROR "scoring unavailable ...", which the
+ * accuracy gates report as not measured; a 200 answer that is malformed is a PROTOCOL fault. */
 int ab_sut_http_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_sut_http *h,
 	const struct ab_sut_score_request *request);
 

@@ -3,9 +3,11 @@
 // health, /props, /v1/models; streamed and plain answers of POST /completion (llama-server) and
 // POST /v1/completions (OpenAI), their event order and counts, and tokens equal to
 // `ember serve --stdio` greedy tokens; that each event leaves when its token exists (with
-// --debug-token-delay-us); 503 while busy; a client dropping mid-stream; every refusal (malformed
-// JSON, bodies over the cap, bad ids, over the context, sampling, n_probs, 404, 405) with its
-// message; SIGTERM ends it with status 0. Exit 77 when this ember was built without libmicrohttpd.
+// --debug-token-delay-us); echo + logprobs (the prompt's teacher-forced log-probs) equal to
+// `ember serve --stdio`'s score op on the same window (ids identical, log-probs within 1e-5);
+// 503 while busy; a client dropping mid-stream; every refusal (malformed JSON, bodies over the
+// cap, bad ids, over the context, sampling, n_probs, logprobs caps, 404, 405) with its message;
+// SIGTERM ends it with status 0. Exit 77 when this ember was built without libmicrohttpd.
 //   usage: node test_serve_http.mjs EMBER_BINARY
 import { spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
@@ -58,7 +60,10 @@ function request(port, method, p, body, { headers = {}, chunked = false } = {}) 
     });
     req.on('error', reject);
     const t0 = performance.now();
-    if (body !== undefined) req.end(body); else req.end();
+    // With Expect: 100-continue the body goes out only when the server asks for it: a server that
+    // answers from the headers alone (413 by Content-Length) and closes is read, not raced (EPIPE).
+    if (body !== undefined && h.Expect === '100-continue') { req.flushHeaders(); req.on('continue', () => req.end(body)); }
+    else if (body !== undefined) req.end(body); else req.end();
   });
 }
 const json = r => { try { return JSON.parse(r.body); } catch { return null; } };
@@ -86,6 +91,18 @@ function stdioTokens(prompt, n) {
   const done = r.stdout.split('\n').filter(Boolean).map(l => JSON.parse(l)).find(l => l.event === 'done');
   if (!done) throw new Error('stdio generate failed: ' + r.stdout + r.stderr);
   return done.tokens;
+}
+
+// The stdio score op on `prompt`: top-k per position, and per position p the log-prob of
+// prompt[p + 1] (asked through "ids"; the last position asks for nothing).
+function stdioScore(prompt, k) {
+  const ids = prompt.map((_, p) => p + 1 < prompt.length ? [prompt[p + 1]] : []);
+  const req = JSON.stringify({ op: 'score', id: 1, prompt, top_k: k, ids }) + '\n{"op":"quit"}\n';
+  const r = spawnSync(ember, ['serve', '--stdio', '--model', model, '--threads', '1', '--ctx', String(CTX)],
+    { input: req, encoding: 'utf8', maxBuffer: 64 << 20 });
+  const done = r.stdout.split('\n').filter(Boolean).map(l => JSON.parse(l)).find(l => l.event === 'done');
+  if (!done) throw new Error('stdio score failed: ' + r.stdout + r.stderr);
+  return done.positions;
 }
 
 async function expectError(port, p, body, status, want, opts) {
@@ -171,7 +188,7 @@ async function testErrors(port) {
   await expectError(port, '/completion', { prompt: [1], n_predict: 2, stream: 'yes' }, 400, "'stream' must be true or false");
   await expectError(port, '/completion', { prompt: [1], n_predict: 0 }, 400, "'n_predict' must be");
   const big = JSON.stringify({ prompt: [1], n_predict: 1, pad: 'x'.repeat((1 << 20) + 10) });
-  await expectError(port, '/completion', big, 413, 'request body over');
+  await expectError(port, '/completion', big, 413, 'request body over', { headers: { Expect: '100-continue' } });
   await expectError(port, '/completion', big, 413, 'request body over', { chunked: true, headers: { 'Transfer-Encoding': 'chunked' } });
   const nf = await request(port, 'GET', '/nope');
   check(nf.status === 404 && json(nf)?.error?.message.includes('no endpoint'), '404: ' + nf.status + ' ' + nf.body);
@@ -181,6 +198,50 @@ async function testErrors(port) {
   check(m2.status === 405 && /GET/.test(m2.headers.allow || ''), '405 on /health: ' + m2.status);
   const ok = await post(port, '/completion', { prompt: [5], n_predict: 1 });
   check(ok.status === 200, 'server keeps serving after the errors: ' + ok.status);
+}
+
+// echo + logprobs over HTTP against the stdio score op: entry i + 1 is stdio position i.
+async function testEcho(port) {
+  const K = 8, N = 100;   /* 100 positions: across a 64-row scoring chunk */
+  const prompt = Array.from({ length: N }, (_, i) => (i * 37 + 11) % 2048);
+  const ref = stdioScore(prompt, K);
+  const r = await post(port, '/v1/completions', { prompt, max_tokens: 1, echo: true, logprobs: K, temperature: 0,
+    return_tokens_as_token_ids: true });
+  const j = json(r);
+  const lp = j?.choices?.[0]?.logprobs;
+  check(r.status === 200 && lp && lp.tokens.length === N + 1 && lp.token_logprobs.length === N + 1 &&
+    lp.top_logprobs.length === N + 1 && lp.text_offset.length === N + 1, 'echo shape: ' + r.status + ' ' + r.body.slice(0, 300));
+  if (!lp) return;
+  check(lp.token_logprobs[0] === null && lp.top_logprobs[0] === null, 'echo entry 0 is not null');
+  check(lp.tokens.slice(0, N).every((t, i) => t === `token_id:${prompt[i]}`), 'echo tokens are not the prompt');
+  check(lp.tokens[N] === `token_id:${ref[N - 1].top[0][0]}` && j.usage?.completion_tokens === 1 &&
+    j.usage.prompt_tokens === N && j.choices[0].finish_reason === 'length', 'echo next token / usage: ' + lp.tokens[N]);
+  let worst = 0, idsOk = true;
+  for (let p = 0; p < N; p++) {
+    const top = Object.entries(lp.top_logprobs[p + 1]);
+    idsOk &&= top.length === K && top.every(([key], i) => key === `token_id:${ref[p].top[i][0]}`);
+    top.forEach(([, v], i) => { worst = Math.max(worst, Math.abs(v - ref[p].top[i][1])); });
+    const own = p + 1 < N ? ref[p].ids[0] : ref[p].top[0][1];
+    worst = Math.max(worst, Math.abs(lp.token_logprobs[p + 1] - own));
+  }
+  check(idsOk, 'echo top-k ids differ from the stdio score op');
+  check(worst <= 1e-5, `echo log-probs differ from the stdio score op by ${worst}`);
+  // without return_tokens_as_token_ids: the placeholder text names the same ids
+  const plain = json(await post(port, '/v1/completions', { prompt: prompt.slice(0, 5), max_tokens: 0, echo: true, logprobs: 2 }));
+  const pl = plain?.choices?.[0]?.logprobs;
+  check(pl && pl.tokens.length === 5 && pl.tokens[1] === `[${prompt[1]}]` &&
+    Object.keys(pl.top_logprobs[1]).join() === ref[0].top.slice(0, 2).map(e => `[${e[0]}]`).join() &&
+    plain.choices[0].text === prompt.slice(0, 5).map(t => `[${t}]`).join('') && plain.usage.completion_tokens === 0,
+    'echo with placeholders: ' + JSON.stringify(plain).slice(0, 300));
+  const bare = json(await post(port, '/v1/completions', { prompt: [4, 5], max_tokens: 0, echo: true }));
+  check(bare?.choices?.[0]?.text === '[4][5]' && bare.choices[0].logprobs === null, 'echo without logprobs: ' + JSON.stringify(bare));
+  await expectError(port, '/v1/completions', { prompt: [1], max_tokens: 1, echo: true, logprobs: 65 }, 400, 'at most 64');
+  await expectError(port, '/v1/completions', { prompt: [1], max_tokens: 2, echo: true, logprobs: 1 }, 400, 'max_tokens 0 or 1');
+  await expectError(port, '/v1/completions', { prompt: [1], max_tokens: 1, echo: true, logprobs: 1, stream: true }, 400,
+    'without streaming only');
+  await expectError(port, '/v1/completions', { prompt: [1], max_tokens: 1, echo: true, logprobs: 'x' }, 400,
+    "'logprobs' must be an integer");
+  await expectError(port, '/v1/completions', { prompt: [1], max_tokens: 0 }, 400, "'max_tokens' must be");
 }
 
 // With a per-token delay: events arrive one by one, a second request is 503, a dropped client
@@ -237,6 +298,7 @@ async function main() {
   await testLlama(s.port, prompt, want);
   await testOpenai(s.port, prompt, want);
   await testErrors(s.port);
+  await testEcho(s.port);
   check(s.proc.exitCode === null, 'server died: ' + s.log());
   s.proc.kill('SIGTERM');
   const code = await new Promise(r => s.proc.on('exit', c => r(c)));

@@ -2,7 +2,9 @@
  * test_sut_http.c - the HTTP SUT adapter (sut_http.c through sut.h) against tests/http_mock.js:
  * both APIs (ids and timing from llama's /completion, text-only completions), vocab from /props,
  * and each fault classified (never ready, 500, garbage SSE, a lying usage count, a dropped stream,
- * a crash, a hang, an oversized body), plus the bounded SSE reader on its own.
+ * a crash, a hang, an oversized body), plus the bounded SSE reader on its own. Scoring through
+ * echo + logprobs on both APIs: positions, top-k and asked ids as the stdio score op gives them, the
+ * bound for unlisted ids, every malformed answer a PROTOCOL fault, a refusal "scoring unavailable".
  */
 #include "testutil.h"
 
@@ -10,6 +12,7 @@
 #include <jansson.h>
 
 #include "sut.h"
+#include "sut_echo.h"
 #include "sut_http.h"
 #include "sut_sse.h"
 
@@ -64,13 +67,6 @@ static void test_llama(void)
 	/* a second request on the same kept-alive connection */
 	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 4, 2, 0), 0);
 	CHECK_EQ(gen.n_tokens, 2);
-	ab_sut_gen_clear(&gen);
-	/* scoring is unavailable, and says so without killing the server */
-	struct ab_sut_scores sc = { 0 };
-	struct ab_sut_score_request rq = { .prompt = prompt, .prompt_len = 8, .top_k = 4 };
-	CHECK(ab_sut_score(&sc, &fault, sut, &rq) < 0);
-	CHECK(fault.kind == AB_SUT_SUT_ERROR && strstr(fault.reason, "scoring unavailable"));
-	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 3, 0), 0);
 	ab_sut_gen_clear(&gen);
 	struct ab_proc_status st;
 	CHECK_EQ(ab_sut_quit(&st, sut), 0);
@@ -134,6 +130,120 @@ static void test_faults(void)
 	expect_fault(AB_SUT_HTTP_COMPLETIONS, "long-line", AB_SUT_PROTOCOL, "line longer than the cap");
 }
 
+/* prompt[1] is the mock's greedy successor of prompt[0], so entry 1's own token is listed. */
+static const int32_t sprompt[8] = { 1, 38, 5, 7, 100, 200, 300, 499 };
+static int mock_next(int t) { return (t * 31 + 7) % 500; }
+
+/* Positions 2..7, top 4; each asks for its 2nd best, an id far outside the top, and its best. */
+static int score_request(struct ab_sut_scores *sc, ab_sut *sut)
+{
+	static int32_t rows[6][3];
+	static const int32_t *ids[6];
+	static int n_ids[6];
+	for (int p = 0; p < 6; p++) {
+		int next = mock_next(sprompt[2 + p]);
+		rows[p][0] = (next + 1) % 500;
+		rows[p][1] = (next + 100) % 500;
+		rows[p][2] = next;
+		ids[p] = rows[p];
+		n_ids[p] = 3;
+	}
+	struct ab_sut_score_request rq = { .prompt = sprompt, .prompt_len = 8, .top_k = 4, .first = 2, .ids = ids,
+		.n_ids = n_ids };
+	return ab_sut_score(sc, &fault, sut, &rq);
+}
+
+static void test_score(void)
+{
+	for (int api = 0; api < 2; api++) {   /* both APIs score through /v1/completions */
+		ab_sut *sut = start(api ? AB_SUT_HTTP_LLAMA : AB_SUT_HTTP_COMPLETIONS, 0, "--vocab", "500", NULL);
+		CHECK(sut != NULL);
+		struct ab_sut_scores sc = { 0 };
+		CHECK_EQ(score_request(&sc, sut), 0);
+		CHECK_EQ(sc.n_positions, 6);
+		CHECK_EQ(sc.n_ids_bounded, 6);
+		for (int p = 0; p < 6; p++) {
+			const struct ab_sut_position *pos = &sc.positions[p];
+			const int next = mock_next(sprompt[2 + p]);   /* position P: the token after prompt[0..P] */
+			CHECK_EQ(pos->n_top, 4);
+			for (int j = 0; j < 4; j++) {
+				CHECK_EQ(pos->top_ids[j], (next + j) % 500);
+				CHECK(fabs(pos->top_logprobs[j] + (j + 1) * M_LN2) < 1e-12);
+			}
+			CHECK_EQ(pos->n_ids, 3);
+			CHECK(fabs(pos->id_logprobs[0] + 2 * M_LN2) < 1e-12);
+			CHECK(fabs(pos->id_logprobs[2] + M_LN2) < 1e-12);
+			/* unlisted: at most the smallest listed log-prob (-7 ln 2 where the own token is outside
+			 * the top), and at most log(unlisted mass): exactly -4 ln 2 at the last position */
+			CHECK(isfinite(pos->id_logprobs[1]) && pos->id_logprobs[1] <= -4 * M_LN2 + 1e-12);
+			if (p < 5)
+				CHECK(pos->id_logprobs[1] <= -7 * M_LN2 + 1e-12);
+		}
+		CHECK(fabs(sc.positions[5].id_logprobs[1] + 4 * M_LN2) < 1e-9);
+		ab_sut_scores_clear(&sc);
+		struct ab_sut_gen gen = { 0 };   /* the same connection generates after scoring */
+		CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 3, 0), 0);
+		ab_sut_gen_clear(&gen);
+		CHECK_EQ(ab_sut_quit(NULL, sut), 0);
+		ab_sut_free(sut);
+	}
+}
+
+static void expect_score_fault(const char *mode, enum ab_sut_fault_kind kind, const char *want, const char *want2)
+{
+	ab_sut *sut = NULL;
+	static const char *argv[] = { "node", MOCK_HTTP_PATH, "--port", "{port}", "--vocab", "500", "--fault", NULL, NULL };
+	argv[7] = mode;
+	hc = (struct ab_sut_http_config){ .api = AB_SUT_HTTP_COMPLETIONS, .url = "http://127.0.0.1:{port}" };
+	cfg = (struct ab_sut_config){ .http = &hc, .argv = argv, .ready_timeout_ms = 3000, .request_timeout_ms = 2000,
+		.quit_grace_ms = 1000 };
+	CHECK_EQ(ab_sut_start(&sut, &fault, &cfg), 0);
+	struct ab_sut_scores sc = { 0 };
+	CHECK(score_request(&sc, sut) < 0);
+	CHECK(sc.positions == NULL);
+	if (fault.kind != kind || !strstr(fault.reason, want) || (want2 && !strstr(fault.reason, want2))) {
+		fprintf(stderr, "score fault %s: kind %s, reason \"%s\"; wanted %s, \"%s\"\n", mode,
+			ab_sut_fault_kind_name(fault.kind), fault.reason, ab_sut_fault_kind_name(kind), want);
+		exit(1);
+	}
+	struct ab_sut_gen gen = { 0 };
+	if (kind == AB_SUT_SUT_ERROR) {   /* unavailable, not broken: the server keeps serving */
+		CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 3, 0), 0);
+		ab_sut_gen_clear(&gen);
+	} else {                          /* sticky */
+		CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 8, 3, 0) < 0);
+		CHECK(fault.kind == kind);
+	}
+	ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+}
+
+static void test_score_faults(void)
+{
+	expect_score_fault("echo-400", AB_SUT_SUT_ERROR, "scoring unavailable", "HTTP 400");
+	expect_score_fault("echo-500", AB_SUT_SUT_ERROR, "scoring unavailable", "Unsupported param: echo");
+	expect_score_fault("bad-key", AB_SUT_PROTOCOL, "top_logprobs[2] key \"tok_5\" is not \"token_id:N\"", NULL);
+	expect_score_fault("big-id", AB_SUT_PROTOCOL, "key \"token_id:500\"", "[0, 500)");
+	expect_score_fault("wrong-count", AB_SUT_PROTOCOL, "8 tokens", "expected 9 each");
+	expect_score_fault("nan", AB_SUT_PROTOCOL, "not JSON", NULL);
+	expect_score_fault("null-lp", AB_SUT_PROTOCOL, "token_logprobs[3] is not a finite log-prob", NULL);
+	expect_score_fault("positive", AB_SUT_PROTOCOL, "top_logprobs[2][", "not a finite log-prob <= 0");
+	expect_score_fault("no-logprobs", AB_SUT_PROTOCOL, "choices[0].logprobs is missing", NULL);
+	expect_score_fault("misecho", AB_SUT_PROTOCOL, "the echo is not the prompt", NULL);
+	expect_score_fault("own-disagrees", AB_SUT_PROTOCOL, "token_logprobs[1] = ", "but top_logprobs[1]");
+	/* the key reader on its own */
+	int32_t id = -1;
+	CHECK(ab_sut_echo_token_key(&id, "token_id:499", 500) == 0 && id == 499);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:500", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:-1", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:+1", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:1 ", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "token_id:0000000001", 1 << 24) < 0);
+	CHECK(ab_sut_echo_token_key(&id, "[12]", 500) < 0);
+	CHECK(ab_sut_echo_token_key(&id, NULL, 500) < 0);
+}
+
 static int count_data(void *user, const char *payload, size_t len)
 {
 	(void)payload;
@@ -172,6 +282,7 @@ int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
 		{ "sse", test_sse }, { "llama", test_llama }, { "completions", test_completions }, { "faults", test_faults },
+		{ "score", test_score }, { "score_faults", test_score_faults },
 	};
 	return TU_RUN(argc, argv, cases);
 }

@@ -6,8 +6,12 @@
 # --debug-token-delay-us to it is an engine whose decode got slower. aa and slower run with
 # --no-sandbox (the direct TCP path); their *_sandbox twins run the same in the sandbox, where
 # abgate reaches the server through abgate-relay (docs/http-sut.md); sandbox_loopback is a PR whose
-# server tries to reach a listener on the host's loopback.
-#   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|sandbox_loopback
+# server tries to reach a listener on the host's loopback. acc_http_sut / acc_http_ref turn the
+# accuracy gates on with ember over HTTP as the measured SUT or as the reference (the other one
+# ember over stdio): scoring over HTTP must give the stdio numbers, so every gate passes;
+# acc_http_unavailable: a server refusing the scoring request leaves the gates not measured.
+#   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|
+#          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_unavailable
 source "$(dirname "$0")/lib.sh"
 EMBER=${EMBER:?path to the ember executable}
 
@@ -21,8 +25,33 @@ fi
 CONFIG=$WORK/sandbox.json
 printf '{ "sandbox": { "ro_paths": ["%s"] } }\n' "$(dirname "$EMBER")" > "$CONFIG"
 
-# A repo with ember.args, build.sh (what the PR runs to make {build}/ember) and the suite on main.
+# The SUT objects of these fixtures: ember over HTTP (API $1: llama or completions) and over stdio.
+# ARGS: extra ember options, e.g. '"@{src}/ember.args"' for the measured SUT.
+ember_http_sut() {
+  printf '{ "kind": "openai", "api": "%s",
+           "command": ["{build}/ember", "serve", "--http", "127.0.0.1:{port}", "--model", "{model}",
+                       "--backend", "cpu", "--ctx", "512", %s],
+           "url": "http://127.0.0.1:{port}", "ready_timeout_s": 30, "request_timeout_s": 30 }' "$1" "$2"
+}
+ember_stdio_sut() {
+  printf '{ "command": ["{build}/ember", "serve", "--stdio", "--model", "{model}", "--backend", "cpu",
+                       "--ctx", "512", %s],
+           "ready_timeout_s": 30, "request_timeout_s": 30 }' "$1"
+}
+
+# http_fixture [SUT_JSON [REFERENCE_JSON]]: a repo with ember.args, build.sh (what the PR runs to
+# make {build}/ember) and the suite on main. The SUT is ember over HTTP (llama API) unless given;
+# with a reference, the accuracy gates are on (4 windows of 96 tokens, 64 scored positions each,
+# top TOP_K (16), as eval_cases.sh's accuracy cases).
 http_fixture() {
+  local sut=${1:-$(ember_http_sut llama '"@{src}/ember.args"')} reference="" accuracy=""
+  if [ $# -ge 2 ]; then
+    reference=",
+                \"reference\": $2"
+    accuracy='"accuracy": { "enabled": true, "windows": 4, "window_len": 96, "score_from": 32, "top_k": '"${TOP_K:-16}"',
+                "top1_min": 0.90, "kl_max": 0.20, "top1_drop_max": 0.01, "kl_rise_max": 0.001,
+                "greedy_check": true },'
+  fi
   REPO=$WORK/repo
   mkdir -p "$REPO/guards"
   git init -q -b main "$REPO"
@@ -33,20 +62,31 @@ http_fixture() {
   "schema": "abgate.suite/1",
   "name": "ember-http",
   "build": { "build": ["sh", "{src}/build.sh", "{build}"], "timeout_s": 60 },
-  "sut": { "kind": "openai", "api": "llama",
-           "command": ["{build}/ember", "serve", "--http", "127.0.0.1:{port}", "--model", "{model}",
-                       "--backend", "cpu", "--ctx", "512", "@{src}/ember.args"],
-           "url": "http://127.0.0.1:{port}", "ready_timeout_s": 30, "request_timeout_s": 30 },
+  "sut": $sut,
   "models": [ { "name": "tiny", "path": "{state}/models/tiny.gguf",
-                "generate": ["$EMBER", "gen", "--shape", "tiny", "--quant", "q8_0", "--seed", "1", "-o", "{model}"] } ],
+                "generate": ["$EMBER", "gen", "--shape", "tiny", "--quant", "q8_0", "--seed", "1", "-o", "{model}"]$reference } ],
   "speed": { "decode": { "contexts": [64, 256], "gen_tokens": 32 },
              "prefill": { "contexts": [256] },
-             "pairs_min": 6, "pairs_max": 10, "confirm_pairs": 4,
+             "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-10}, "confirm_pairs": 4,
              "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
+  $accuracy
   "harness_paths": ["guards/"]
 }
 JSON
   g add -A && g commit -qm "base: ember over HTTP"
+}
+
+# expect_accuracy_pass KIND_OF_REFERENCE: the 4 accuracy gates passed on 256 positions, both sides
+# agree with the reference at every position and their KL is ~0 (the same engine on both APIs).
+expect_accuracy_pass() {
+  [ "$(jq '[.gates[] | select(.name == "top1" or .name == "kl_mean" or .name == "top1_drop" or .name == "kl_rise")] | length' "$RESULT")" -eq 4 ] \
+    || fail "expected 4 accuracy gates: $(jq -c .gates "$RESULT")"
+  jq -e '[.gates[] | select((.pass | not) or .error)] | length == 0' "$RESULT" >/dev/null || fail "a gate failed: $(jq -c .gates "$RESULT")"
+  [ "$(jq_result '.accuracy.models[0].positions')" -eq 256 ] || fail "positions: $(jq -c .accuracy "$RESULT")"
+  jq -e '.accuracy.models[0] | .base.top1 == 1 and .head.top1 == 1 and .base.kl_max < 1e-6 and .head.kl_max < 1e-6' \
+    "$RESULT" >/dev/null || fail "not the same distributions: $(jq -c '.accuracy.models[0] | {base, head}' "$RESULT")"
+  [ "$(jq_result '.accuracy.models[0].reference.kind // "stdio"')" = "$1" ] \
+    || fail "reference kind: $(jq -c .accuracy.models[0].reference "$RESULT")"
 }
 
 # head_args MSG LINE: a commit on branch "head" that appends LINE to ember.args.
@@ -149,6 +189,47 @@ SH
   expect_label "eval:none"
   expect_transport "sandbox relay (unix socket)"
   pass "HTTP SUT in the sandbox: its connect to the host's loopback fails, the evaluation works (eval:none)"
+  ;;
+acc_http_sut)
+  # Accuracy over HTTP: the measured SUT is ember serve --http (llama API: its answers carry ids, so
+  # greedy agreement runs too), scored through echo + logprobs against ember serve --stdio.
+  export PAIRS_MIN=4 PAIRS_MAX=6
+  http_fixture "$(ember_http_sut llama '"@{src}/ember.args"')" "$(ember_stdio_sut '"--threads", "1"')"
+  head_args "head: comment only" "# no functional change"
+  start=$(date +%s)
+  run_eval --no-sandbox
+  expect_rc 0
+  expect_label "eval:none"
+  expect_accuracy_pass stdio
+  jq -e '[.gates[] | select(.name == "greedy_agreement" and .pass)] | length == 1' "$RESULT" >/dev/null \
+    || fail "greedy agreement: $(jq -c '[.gates[] | select(.name == "greedy_agreement")]' "$RESULT")"
+  pass "ember HTTP SUT vs stdio reference: accuracy gates pass, eval:none in $(( $(date +%s) - start )) s"
+  ;;
+acc_http_ref)
+  # The reverse: ember serve --stdio measured, the reference ember serve --http (completions API).
+  export PAIRS_MIN=4 PAIRS_MAX=6
+  http_fixture "$(ember_stdio_sut '"@{src}/ember.args"')" "$(ember_http_sut completions '"--threads", "1"')"
+  head_args "head: comment only" "# no functional change"
+  start=$(date +%s)
+  run_eval --no-sandbox
+  expect_rc 0
+  expect_label "eval:none"
+  expect_accuracy_pass openai
+  pass "ember stdio SUT vs HTTP reference: accuracy gates pass, eval:none in $(( $(date +%s) - start )) s"
+  ;;
+acc_http_unavailable)
+  # A server that refuses the scoring request (here: ember, asked for 65 log-probs, over its cap of
+  # 64) leaves the accuracy gates not measured: reported as such, never passed.
+  export PAIRS_MIN=4 PAIRS_MAX=6 TOP_K=65
+  http_fixture "$(ember_http_sut llama '"@{src}/ember.args"')" "$(ember_stdio_sut '"--threads", "1"')"
+  head_args "head: comment only" "# no functional change"
+  run_eval --no-sandbox
+  expect_rc 3
+  expect_label "eval:infra-error"
+  jq -e '[.gates[] | select(.name == "top1" or .name == "kl_mean" or .name == "top1_drop" or .name == "kl_rise")] | length == 4 and all(.error and (.pass | not) and (.detail | contains("scoring unavailable")))' \
+    "$RESULT" >/dev/null || fail "accuracy gates not reported unavailable: $(jq -c .gates "$RESULT")"
+  jq_result .verdict.reason | grep -q "'logprobs' is at most 64" || fail "reason lacks the server's words: $(jq_result .verdict.reason)"
+  pass "scoring refused -> eval:infra-error, accuracy gates not measured: $(jq_result .verdict.reason)"
   ;;
 *)
   fail "unknown case $1"
