@@ -37,19 +37,29 @@ void ab_scale_pad(double *lo, double *hi, double frac)
 	*hi += w * frac;
 }
 
+/* How many multiples of step lie in [lo, hi]. */
+static long tick_count(double lo, double hi, double step)
+{
+	return (long)(floor(hi / step + 1e-9) - ceil(lo / step - 1e-9)) + 1;
+}
+
 size_t ab_svg_ticks(double *out, size_t max, double lo, double hi, int want)
 {
 	if (!(hi > lo) || !isfinite(lo) || !isfinite(hi) || want < 1 || max == 0)
 		return 0;
-	double raw = (hi - lo) / want, mag = pow(10, floor(log10(raw))), step = mag;
-	if (raw / mag > 5)
-		step = 10 * mag;
-	else if (raw / mag > 2)
-		step = 5 * mag;
-	else if (raw / mag > 1)
-		step = 2 * mag;
+	/* The coarsest 1/2/5 x 10^k step that still puts at least min(want, 3) ticks in the range:
+	 * rounding the raw step up alone could leave a single labelled tick on a narrow axis. */
+	double raw = (hi - lo) / want, mag = pow(10, floor(log10(raw)));
+	static const double mult[] = { 10, 5, 2, 1, 0.5, 0.2 };
+	long need = want < 3 ? want : 3;
+	double step = mag * mult[sizeof(mult) / sizeof(mult[0]) - 1];
+	for (size_t i = 0; i < sizeof(mult) / sizeof(mult[0]); i++)
+		if (tick_count(lo, hi, mag * mult[i]) >= need) {
+			step = mag * mult[i];
+			break;
+		}
 	size_t n = 0;
-	for (double v = ceil(lo / step) * step; v <= hi + step * 1e-9 && n < max; v += step)
+	for (double v = ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9 && n < max; v += step)
 		out[n++] = fabs(v) < step * 1e-9 ? 0 : v;
 	return n;
 }

@@ -6,6 +6,7 @@
  * page (structure, escaping, nothing external; 100 series x 1,000 samples, its render time printed) and the
  * markdown's folded neutral rows from 18 series on.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include "html.h"
 #include "markdown.h"
 #include "result.h"
+#include "svg.h"
 #include "terminal.h"
 #include "verdict.h"
 
@@ -516,9 +518,34 @@ static void test_md_fold(void)
 	fixture_free(&f);
 }
 
+/* Axis ticks: round 1/2/5 x 10^k steps, evenly spaced, inside the range, and at least three of
+ * them even on a narrow axis (a history plot of 19560..20380 once labelled only 20000). */
+static void test_svg_ticks(void)
+{
+	static const double ranges[][2] = { { 19560, 20380 }, { 0, 1 }, { 490.2, 504.9 }, { -0.213, 0.031 },
+		{ 1, 1000000 }, { 0.99, 1.01 } };
+	for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+		double t[16], lo = ranges[r][0], hi = ranges[r][1];
+		size_t n = ab_svg_ticks(t, 16, lo, hi, 4);
+		CHECK(n >= 3 && n <= 12);
+		double step = t[1] - t[0], mag = pow(10, floor(log10(step) + 1e-9)), m = step / mag;
+		CHECK(fabs(m - 1) < 1e-6 || fabs(m - 2) < 1e-6 || fabs(m - 5) < 1e-6);
+		for (size_t i = 0; i < n; i++) {
+			CHECK(t[i] >= lo - 1e-9 * step && t[i] <= hi + 1e-9 * step);
+			CHECK(fabs(t[i] / step - round(t[i] / step)) < 1e-6);
+			if (i > 0)
+				CHECK(fabs(t[i] - t[i - 1] - step) < 1e-6 * step);
+		}
+	}
+	double t[4];
+	CHECK(ab_svg_ticks(t, 4, 5, 5, 4) == 0 && ab_svg_ticks(t, 4, 0, NAN, 4) == 0);
+	CHECK(ab_svg_ticks(t, 2, 0, 1000, 4) == 2);   /* max bounds the output */
+}
+
 int main(int argc, char **argv)
 {
 	static const struct test_case cases[] = {
+		{ "svg_ticks", test_svg_ticks },
 		{ "roundtrip", test_roundtrip },
 		{ "hostile", test_hostile },
 		{ "size_cap", test_size_cap },
