@@ -39,6 +39,8 @@ struct model_run {
 	json_t *ref_ready;
 	int cached;                    /* windows answered from the cache */
 	char fault[2][256];            /* why a side could not be scored, "" when it was */
+	int bounded[2];                /* reference ids a side's SUT did not list (HTTP echo scoring):
+	                                * their log-probs are upper bounds, so KL may read low */
 };
 
 static const char *side_name(int side) { return side ? "head" : "base"; }
@@ -317,6 +319,7 @@ static int side_score(struct model_run *R, int side)
 	struct ab_sut_fault fault = { 0 };
 	int pos = 0, faulted = 1;
 
+	R->bounded[side] = 0;
 	if (sut_open(&sut, &fault, R, &R->am->side[side], side_name(side), ss->ready_timeout_s,
 	             ss->request_timeout_s) < 0)
 		goto cleanup;
@@ -341,6 +344,7 @@ static int side_score(struct model_run *R, int side)
 				goto cleanup;
 			}
 		}
+		R->bounded[side] += sc.n_ids_bounded;
 		ab_sut_scores_clear(&sc);
 	}
 	faulted = 0;
@@ -429,6 +433,7 @@ static int model_run(json_t **out_json, struct ab_gate_result *gates, size_t *n_
 		json_object_set(j, "reference", R->ref_ready);
 	json_object_set_new(j, "positions", json_integer(R->n_pos));
 	json_object_set_new(j, "reference_cached_windows", json_integer(R->cached));
+	json_object_set_new(j, "ids_bounded", json_pack("{s:i, s:i}", "base", R->bounded[0], "head", R->bounded[1]));
 	if (R->fault[0][0] || R->fault[1][0]) {
 		char reason[600];
 		snprintf(reason, sizeof(reason), "%s%s%s%s%s", R->fault[0][0] ? "base SUT: " : "", R->fault[0],
@@ -447,6 +452,18 @@ static int model_run(json_t **out_json, struct ab_gate_result *gates, size_t *n_
 		if (ab_acc_diff(&diff, R->agree[0], R->agree[1], R->kl[0], R->kl[1], (size_t)R->n_pos, policy) < 0)
 			goto cleanup;
 		*n_gates = ab_acc_gates(gates, name, &st[0], &st[1], &diff, policy);
+		if (R->bounded[0] || R->bounded[1]) {
+			/* The KL gates read upper-bounded log-probs for ids a server did not list: say so there. */
+			for (size_t g = 0; g < *n_gates; g++)
+				if (strncmp(gates[g].name, "kl_", 3) == 0) {
+					size_t used = strlen(gates[g].detail);
+					snprintf(gates[g].detail + used, sizeof(gates[g].detail) - used,
+						"; KL is a lower bound: %d base / %d head reference ids unlisted by the SUT",
+						R->bounded[0], R->bounded[1]);
+				}
+			AB_WARN("accuracy %s: %d base / %d head reference ids were not in the SUT's listed top-k; "
+				"their log-probs are upper bounds, so KL may read low", name, R->bounded[0], R->bounded[1]);
+		}
 		json_object_set_new(j, "base", stats_json(&st[0]));
 		json_object_set_new(j, "head", stats_json(&st[1]));
 		json_object_set_new(j, "diff", json_pack("{s:f, s:f, s:f, s:f}", "top1_drop", diff.top1_drop,

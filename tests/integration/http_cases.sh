@@ -11,7 +11,7 @@
 # ember over stdio): scoring over HTTP must give the stdio numbers, so every gate passes;
 # acc_http_unavailable: a server refusing the scoring request leaves the gates not measured.
 #   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|
-#          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_unavailable
+#          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_bounded|acc_http_unavailable
 source "$(dirname "$0")/lib.sh"
 EMBER=${EMBER:?path to the ember executable}
 
@@ -216,6 +216,23 @@ acc_http_ref)
   expect_label "eval:none"
   expect_accuracy_pass openai
   pass "ember stdio SUT vs HTTP reference: accuracy gates pass, eval:none in $(( $(date +%s) - start )) s"
+  ;;
+acc_http_bounded)
+  # The reference is another model (seed 2): its top-16 ids are mostly not in the HTTP SUT's own
+  # listed top-16, so their log-probs are upper bounds. The result counts them and the KL gates'
+  # detail says KL is then a lower bound (the absolute gates fail: a different model).
+  export PAIRS_MIN=4 PAIRS_MAX=6
+  "$EMBER" gen --shape tiny --quant q8_0 --seed 2 -o "$WORK/other.gguf" >/dev/null 2>&1 || fail "ember gen"
+  ref='{ "command": ["{build}/ember", "serve", "--stdio", "--model", "'"$WORK/other.gguf"'", "--backend", "cpu",
+                     "--ctx", "512", "--threads", "1"], "ready_timeout_s": 30, "request_timeout_s": 30 }'
+  http_fixture "$(ember_http_sut llama '"@{src}/ember.args"')" "$ref"
+  head_args "head: comment only" "# no functional change"
+  run_eval --no-sandbox
+  jq -e '.accuracy.models[0].ids_bounded | .base > 0 and .head > 0' "$RESULT" >/dev/null \
+    || fail "no bounded ids counted: $(jq -c '.accuracy.models[0] | {ids_bounded, error}' "$RESULT")"
+  jq -e '[.gates[] | select(.name == "kl_mean" and (.detail | contains("KL is a lower bound")))] | length == 1' \
+    "$RESULT" >/dev/null || fail "kl_mean does not say it is a lower bound: $(jq -c '[.gates[] | select(.name == "kl_mean")]' "$RESULT")"
+  pass "reference ids the HTTP SUT did not list: counted ($(jq -c .accuracy.models[0].ids_bounded "$RESULT")), KL marked a lower bound"
   ;;
 acc_http_unavailable)
   # A server that refuses the scoring request (here: ember, asked for 65 log-probs, over its cap of
