@@ -1,7 +1,8 @@
 /*
  * eval.c - one A/B evaluation end to end (see eval.h): repository and refs (repo.h), the suite from
  * the base commit (suite.h), both builds (build.h), the models (models.h), the interleaved pairs
- * (measure.h), the verdict (guards/), the abgate.result/1 document (reports/) and the store. Each
+ * (measure.h), the verdict (guards/), the abgate.result/2 document (reports/; its environment and spec
+ * objects are eval_json.c's) and the store. Each
  * step's failure is classified here: a configuration problem is AB_EVAL_USAGE, the box's problem
  * is eval:infra-error, the PR's problem is eval:REJECT.
  */
@@ -37,47 +38,7 @@
 #include "sut_relay.h"
 #include "verdict.h"
 
-#define SUITE_DEFAULT_PATH "guards/default.json"
-#define EVAL_INFO(E, ...) do { if (!(E)->o->quiet) AB_INFO(__VA_ARGS__); } while (0)
-
-struct eval {
-	const struct ab_eval_options *o;
-	char *state_dir;                 /* absolute */
-	ab_store *store;
-	int64_t id;
-	ab_repo *repo;
-	struct ab_repo_commit side[2];   /* [AB_SIDE_BASE], [AB_SIDE_HEAD] */
-	struct ab_repo_change *changes;
-	size_t n_changes;
-	struct ab_suite *suite;
-	uint64_t seed;
-	int jobs;
-	char *src[2];
-	struct ab_build_result build[2];
-	enum ab_build_status build_status[2];
-	char **model_paths;
-	char **draft_paths;              /* per model, NULL entries for models without a draft */
-	struct ab_samples samples;
-	struct ab_speed_result *speed;
-	struct ab_decide policy;         /* the suite's decision procedure (policy.h) */
-	struct ab_measure_report measure;
-	struct ab_accuracy_result accuracy;
-	struct ab_gate_result greedy[AB_SUITE_MODELS_MAX];  /* advisory greedy-agreement gate per model */
-	size_t n_greedy;
-	struct ab_gate_result spec_exact[AB_SUITE_MODELS_MAX]; /* spec_exact gate per model with a draft */
-	size_t n_spec_exact;
-	struct ab_clock_check *clock;    /* engine clock vs the harness's (guards/clock.h), NULL if none */
-	struct ab_gate_result clock_gates[AB_SUITE_MODELS_MAX]; /* advisory engine_clock gate per model */
-	size_t n_clock_gates;
-	char infra[512];                 /* evaluation-level infra failure, "" when none */
-	struct ab_sandbox_config sandbox;  /* options' or the defaults (strings borrowed) */
-	char sandbox_version[64];        /* "bubblewrap 0.8.0" once probed */
-	char relay[PATH_MAX];            /* abgate-relay for HTTP SUTs in the sandbox; "" when missing */
-	char relay_error[256];           /* why relay is "" */
-	char run_dir[PATH_MAX];          /* <state>/runs/<id>: logs, relay socket dirs */
-	struct ab_result_timing timing;
-	int64_t t0;
-};
+#include "eval_int.h"
 
 static double seconds_since(int64_t t)
 {
@@ -452,83 +413,6 @@ cleanup:
 	return error;
 }
 
-static json_t *environment(struct eval *E)
-{
-	json_t *env = NULL;
-	if (ab_env_collect(&env, NULL) < 0 || env == NULL)
-		env = json_object();
-	json_t *sut = json_object();
-	for (int s = 0; s < 2; s++)
-		if (E->measure.ready[s])
-			json_object_set(sut, s ? "head" : "base", E->measure.ready[s]);
-	json_object_set_new(env, "sut", sut);
-	if (E->measure.processes) {
-		json_t *runs = json_pack("{s:i, s:i, s:b}", "processes", E->measure.processes,
-			"retries", E->measure.retries, "stopped_early", E->measure.stopped_early);
-		json_t *reasons = json_array();
-		for (int i = 0; i < E->measure.retries && i < 4; i++)
-			json_array_append_new(reasons, json_string(E->measure.retry_reasons[i]));
-		json_object_set_new(runs, "retried", reasons);
-		json_object_set_new(env, "runs", runs);
-	}
-	json_object_set_new(env, "jobs", json_integer(E->jobs));
-	json_t *sb = json_pack("{s:b}", "enabled", E->sandbox.enabled);
-	if (sb && E->sandbox.enabled) {
-		json_t *net = json_array();
-		for (size_t i = 0; net && i < E->sandbox.network_count; i++)
-			json_array_append_new(net, json_string(E->sandbox.network[i]));
-		json_object_set_new(sb, "bwrap", json_string(E->sandbox_version));
-		json_object_set_new(sb, "network_steps", net ? net : json_array());
-		for (int run = 0; run < 2; run++) {
-			const struct ab_sandbox_limits *l = run ? &E->sandbox.run : &E->sandbox.build;
-			json_object_set_new(sb, run ? "run" : "build", json_pack("{s:i, s:I, s:I, s:I, s:I, s:b}",
-				"nproc", l->nproc, "mem_mb", (json_int_t)l->mem_mb, "fsize_mb", (json_int_t)l->fsize_mb,
-				"cpu_s", (json_int_t)l->cpu_s, "mem_total_mb", (json_int_t)l->mem_total_mb,
-				"memory_capped", ab_sandbox_memory_capped(&E->sandbox, run)));
-		}
-	}
-	if (sb)
-		json_object_set_new(env, "sandbox", sb);
-	return env;
-}
-
-static json_t *spec_exact_json(const struct ab_spec_exact *e)
-{
-	json_t *o = json_pack("{s:i, s:i, s:i}", "compared", e->compared, "identical", e->identical,
-		"stats_faults", e->stats_faults);
-	if (o && e->first_diff >= 0)
-		json_object_set_new(o, "first_diff", json_pack("{s:i, s:i, s:i}", "token", e->first_diff,
-			"ctx", e->diff_ctx, "pair", e->diff_pair));
-	if (o && e->stats_faults > 0)
-		json_object_set_new(o, "stats_example", json_string(e->stats_example));
-	return o;
-}
-
-/* The result's "spec" object: per model with a draft, the SUT's spec kind and block, and each side's
- * exactness record (speculative vs plain answers of the same process). NULL when spec was not
- * measured. */
-static json_t *spec_json(const struct eval *E)
-{
-	if (E->suite == NULL || E->suite->spec.count == 0)
-		return NULL;
-	json_t *models = json_object();
-	for (int m = 0; models && m < E->suite->model_count; m++) {
-		if (!E->suite->models[m].has_draft)
-			continue;
-		json_t *o = json_pack("{s:s, s:o, s:o, s:o}", "kind", E->measure.spec_kind[m],
-			"block_size", E->measure.spec_block[m] > 0 ? json_integer(E->measure.spec_block[m]) : json_null(),
-			"base", spec_exact_json(&E->measure.spec_exact[m][AB_SIDE_BASE]),
-			"head", spec_exact_json(&E->measure.spec_exact[m][AB_SIDE_HEAD]));
-		if (o)
-			json_object_set_new(models, E->suite->models[m].name, o);
-	}
-	json_t *contexts = json_array();
-	for (int i = 0; contexts && i < E->suite->spec.count; i++)
-		json_array_append_new(contexts, json_integer(E->suite->spec.contexts[i]));
-	return json_pack("{s:o, s:i, s:o}", "contexts", contexts ? contexts : json_null(), "gen_tokens",
-		E->suite->spec.gen_tokens, "models", models ? models : json_null());
-}
-
 /* Verdict, result document, store. Returns the evaluation status. */
 static int conclude(json_t **out_result, struct eval *E)
 {
@@ -596,7 +480,7 @@ static int conclude(json_t **out_result, struct eval *E)
 		snprintf(verdict.notes[verdict.n_notes++], sizeof(verdict.notes[0]), "%s: %.200s (threshold %.2fx); "
 			"the verdict uses the harness's clock.", AB_CLOCK_WARNING, E->clock->worst_where, E->clock->threshold);
 
-	env = environment(E);
+	env = ab_eval_environment(E);
 	E->timing.total_s = seconds_since(E->t0);
 	iso_now(created, sizeof(created));
 	struct ab_result_input rin = {
@@ -640,7 +524,7 @@ static int conclude(json_t **out_result, struct eval *E)
 	json_object_set_new(doc, "id", json_integer(E->id));
 	if (E->accuracy.json)
 		json_object_set(doc, "accuracy", E->accuracy.json);
-	json_t *spec = spec_json(E);
+	json_t *spec = ab_eval_spec_json(E);
 	if (spec)
 		json_object_set_new(doc, "spec", spec);
 	calibration_cite(E, doc);
