@@ -36,9 +36,10 @@ first_use)
     hw=$(half_width prefill_tps $c); plain=$(eval echo "\$plain_$c"); med=$(base_median prefill_tps $c)
     first=$(base_median first_prefill_tps $c)
     echo "prefill ctx $c: +-$hw% (without the penalty +-$plain%), base median $med tok/s, first request $first tok/s"
-    # Two A/A half-widths at 12 pairs are each noisy (one CI run read +-1.44% against +-0.72%); a
-    # penalty that leaked into timed requests (20 ms on a 26 ms prefill at 512) would widen the
-    # interval by tens of percent, so twice the penalty-free width + 0.5 still separates the two.
+    # Two A/A half-widths at 12 pairs are each noisy (one CI run read +-1.44% against +-0.72%, over
+    # the old bound of 1.5x + 0.3), so the bound is 2x + 0.5 points: the penalty must not make the
+    # steady-state measure much noisier. Where the penalty lands is checked below (the median at
+    # the steady rate, the first request carrying the 20 ms).
     awk -v h="$hw" -v p="$plain" 'BEGIN { exit !(h <= 2 * p + 0.5) }' \
       || fail "prefill ctx $c interval +-$hw% vs +-$plain% without the penalty"
     awk -v m="$med" 'BEGIN { exit !(m >= 0.95 * 20000 && m <= 1.05 * 20000) }' \
