@@ -630,7 +630,7 @@ void ab_sut_scores_clear(struct ab_sut_scores *scores)
 	memset(scores, 0, sizeof(*scores));
 }
 
-static int logprob_ok(json_t *v, double *out)
+int ab_sut_logprob_ok(const json_t *v, double *out)
 {
 	if (!json_is_number(v))
 		return 0;
@@ -673,14 +673,14 @@ static int parse_position(struct ab_sut_position *pos, json_t *p, int top_k, int
 		json_t *pair = json_array_get(top, i), *id = json_array_get(pair, 0);
 		json_int_t v = json_is_integer(id) ? json_integer_value(id) : -1;
 		if (!json_is_array(pair) || json_array_size(pair) != 2 || v < 0 || v >= vocab ||
-		    !logprob_ok(json_array_get(pair, 1), &pos->top_logprobs[i])) {
+		    !ab_sut_logprob_ok(json_array_get(pair, 1), &pos->top_logprobs[i])) {
 			snprintf(why, why_len, "\"top\"[%zu] must be [id in [0,%d), log-prob <= 0]", i, vocab);
 			return -1;
 		}
 		pos->top_ids[i] = (int32_t)v;
 	}
 	for (size_t i = 0; i < got_ids; i++)
-		if (!logprob_ok(json_array_get(ids, i), &pos->id_logprobs[i])) {
+		if (!ab_sut_logprob_ok(json_array_get(ids, i), &pos->id_logprobs[i])) {
 			snprintf(why, why_len, "\"ids\"[%zu] must be a finite log-prob <= 0", i);
 			return -1;
 		}

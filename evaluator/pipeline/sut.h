@@ -162,6 +162,10 @@ int ab_sut_score(struct ab_sut_scores *out, struct ab_sut_fault *fault, ab_sut *
 	const struct ab_sut_score_request *request);
 void ab_sut_scores_clear(struct ab_sut_scores *scores);
 
+/* 1 and *out set when v is a finite JSON number <= 1e-3 (a log-prob; a little above 0 is
+ * rounding), the one check of the stdio score op and the HTTP echo parser; 0 otherwise. */
+int ab_sut_logprob_ok(const json_t *v, double *out);
+
 /*
  * Sends quit, closes stdin and waits quit_grace_ms; then kills the group. Returns 0 when the SUT
  * ended on its own with exit code 0, negative otherwise (message set); *out (may be NULL) gets

@@ -15,7 +15,6 @@
 
 #include "error.h"
 
-#define LOGPROB_SLACK 1e-3      /* log-probs a little above 0 are rounding (as sut.c accepts) */
 #define OWN_TOLERANCE 1e-3      /* token_logprobs[e] vs the same id in top_logprobs[e] */
 #define LOGPROB_FLOOR (-745.0)  /* exp() of anything lower is 0 in double */
 #define BODY_FIXED (64 << 10)
@@ -58,17 +57,6 @@ int ab_sut_echo_token_key(int32_t *out, const char *key, int vocab)
 		return -1;
 	*out = (int32_t)v;
 	return 0;
-}
-
-static int logprob_ok(const json_t *v, double *out)
-{
-	if (!json_is_number(v))
-		return 0;
-	double x = json_number_value(v);
-	if (!isfinite(x) || x > LOGPROB_SLACK)
-		return 0;
-	*out = x;
-	return 1;
 }
 
 struct listed {
@@ -201,7 +189,7 @@ int ab_sut_echo_parse(struct ab_sut_scores *out, char *why, size_t why_len, cons
 		if (e == 0)
 			continue;
 		double own;
-		if (!logprob_ok(json_array_get(own_lp, (size_t)e), &own)) {
+		if (!ab_sut_logprob_ok(json_array_get(own_lp, (size_t)e), &own)) {
 			why_set(why, why_len, "token_logprobs[%d] is not a finite log-prob <= 0", e);
 			goto cleanup;
 		}
@@ -223,7 +211,7 @@ int ab_sut_echo_parse(struct ab_sut_scores *out, char *why, size_t why_len, cons
 					shown, vocab);
 				goto cleanup;
 			}
-			if (!logprob_ok(v, &list[n_list].lp)) {
+			if (!ab_sut_logprob_ok(v, &list[n_list].lp)) {
 				why_set(why, why_len, "top_logprobs[%d][\"token_id:%d\"] is not a finite log-prob <= 0", e,
 					(int)list[n_list].id);
 				goto cleanup;
