@@ -63,6 +63,21 @@ static int check_no_stop(const json_t *req)
 	                       "(generation ends at the token count)");
 }
 
+/* llama-server's per-request speculative fields (both APIs). n_max is checked against the draft's
+ * block here; without a draft any value is accepted and nothing speculates (as llama-server). */
+static int parse_speculative(const json_t *req, struct ember_completion *c, const struct ember_session *ss)
+{
+	const int max = ss->draft ? ss->draft->block_size - 1 : 4096;
+	long long n_max, n_min;
+	const json_t *p_min = json_object_get(req, "speculative.p_min");
+	if (opt_int(req, "speculative.n_max", -1, 0, max, &n_max) || opt_int(req, "speculative.n_min", 0, 0, max, &n_min))
+		return EMBER_EFORMAT;
+	if (p_min && !json_is_null(p_min) && !json_is_number(p_min))
+		return ember_error_set(EMBER_EFORMAT, "'speculative.p_min' must be a number");
+	c->spec_depth = ss->draft ? (int)n_max : 0;
+	return 0;
+}
+
 static int parse_llama(const json_t *req, struct ember_completion *c, long long n_ctx)
 {
 	long long n_probs;
@@ -160,7 +175,7 @@ int ember_completion_parse(struct ember_completion *c, const struct ember_sessio
 		goto cleanup;
 	}
 	if (opt_bool(req, "stream", 0, &c->stream) || opt_bool(req, "ignore_eos", 0, &ignore_eos) || check_greedy(req) ||
-	    check_no_stop(req) || (api == EMBER_COMPLETION_LLAMA ? parse_llama(req, c, ss->n_ctx) : parse_openai(req, c)))
+	    check_no_stop(req) || parse_speculative(req, c, ss) || (api == EMBER_COMPLETION_LLAMA ? parse_llama(req, c, ss->n_ctx) : parse_openai(req, c)))
 		goto cleanup;
 	error = 0;
 cleanup:

@@ -6,7 +6,10 @@
  * Fields ember cannot honour (sampling, n_probs, logprobs of generated tokens, stop strings, n > 1)
  * are refused with a message rather than ignored; fields that change nothing for a greedy,
  * tokenizer-less engine (cache_prompt, ignore_eos, seed, top_p, model) are accepted. Unknown
- * fields are ignored, as both servers do.
+ * fields are ignored, as both servers do. Speculative decoding follows llama-server: a server
+ * started with a draft speculates on every request unless it sends "speculative.n_max": 0;
+ * "speculative.n_max": N sets the proposals per step (1..block-1); "speculative.n_min" and
+ * "speculative.p_min" are accepted and change nothing (ember proposes the draft's argmax, always N).
  */
 #ifndef EMBER_COMPLETION_H
 #define EMBER_COMPLETION_H
@@ -32,6 +35,7 @@ struct ember_completion {
 	int logprobs;            /* OpenAI: "logprobs": K (only with echo): per position the token's log-prob
 	                          * and the top K, teacher-forced over the prompt; 0: none */
 	int token_ids;           /* OpenAI/vLLM: "return_tokens_as_token_ids": tokens named "token_id:N" */
+	int spec_depth;          /* "speculative.n_max": -1 absent (the server's depth), 0 plain, else N */
 	long long n_gen;         /* n_predict (-1: what the context leaves) or max_tokens (0 only with echo) */
 	int32_t *prompt;         /* owned: freed by ember_completion_clear */
 	int n_prompt;

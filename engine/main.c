@@ -35,7 +35,7 @@ static const char *usage_main =
 static const char *usage_serve =
 	"usage: ember serve --stdio --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
 	"                   [--batch N] [--max-line N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
-	"       ember serve --http ADDR:PORT --model FILE [--backend cpu|cuda] [--threads N] [--ctx N]\n"
+	"       ember serve --http ADDR:PORT --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
 	"                   [--batch N] [--max-body N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
 	"\n"
 	"--stdio loads FILE, prints the ready line, then answers one JSON request per line on stdin:\n"
@@ -49,7 +49,8 @@ static const char *usage_serve =
 	"Needs an ember built with libmicrohttpd. docs/http-sut.md has the fields.\n"
 	"\n"
 	"  --draft FILE  a DFlash draft GGUF for \"spec\":true requests (EMBER_SPEC_DEPTH = proposals per\n"
-	"                step, 1..block-1, default block-1); --stdio only\n"
+	"                step, 1..block-1, default block-1); over --http every request\n"
+	"                speculates unless it sends \"speculative.n_max\": 0 (N: N proposals per step)\n"
 	"  --backend B   cpu or cuda (default: cuda when built and a GPU is present, else cpu)\n"
 	"  --threads N   CPU worker threads (default: all cores)\n"
 	"  --ctx N       KV cache positions (default: min(context_length, 4096))\n"

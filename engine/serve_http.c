@@ -166,15 +166,24 @@ static enum MHD_Result respond_error(struct server *srv, struct MHD_Connection *
 
 /* ---- GET endpoints ---- */
 
+/* llama-server's /props fields where ember has them; with a draft also "spec", the object the stdio
+ * ready line carries ({"kind": "dflash", "block_size": B, "depth": D, ...}), which abgate reads. */
 static json_t *props_json(struct server *srv)
 {
 	const struct ember_session *ss = srv->ss;
 	const struct ember_model *m = ss->model;
-	return json_pack("{s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:{s:i, s:{s:f, s:i, s:i}}}", "vocab_size",
-	                 m->hp.n_vocab, "n_vocab", m->hp.n_vocab, "n_ctx", ss->n_ctx, "model", m->name, "model_path",
-	                 srv->config->session.model_path, "engine", "ember", "backend", ss->ops->name, "device",
-	                 ss->ops->device_name(ss->be), "total_slots", 1, "speculative", 0, "default_generation_settings",
-	                 "n_ctx", ss->n_ctx, "params", "temperature", 0.0, "top_k", 1, "n_predict", -1);
+	const int depth = ss->draft ? ss->spec_depth : 0;
+	json_t *v = json_pack("{s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:{s:i, s:{s:f, s:i, s:i, s:i}}}",
+	                      "vocab_size", m->hp.n_vocab, "n_vocab", m->hp.n_vocab, "n_ctx", ss->n_ctx, "model", m->name,
+	                      "model_path", srv->config->session.model_path, "engine", "ember", "backend", ss->ops->name,
+	                      "device", ss->ops->device_name(ss->be), "total_slots", 1, "speculative", ss->draft != NULL,
+	                      "default_generation_settings", "n_ctx", ss->n_ctx, "params", "temperature", 0.0, "top_k", 1,
+	                      "n_predict", -1, "speculative.n_max", depth);
+	if (v && ss->draft)
+		json_object_set_new(v, "spec", json_pack("{s:s, s:i, s:i, s:s, s:i}", "kind", "dflash", "block_size",
+		                                         ss->draft->block_size, "depth", depth, "draft", ss->draft->name,
+		                                         "draft_layers", ss->draft->hp.n_layer));
+	return v;
 }
 
 static json_t *models_json(struct server *srv)
@@ -224,15 +233,30 @@ static void stream_free(void *cls)
 }
 
 /* The engine's own clock, in llama-server's field names. predicted_* cover the decode steps after
- * the first token (which comes out of the prompt pass): rate = (n - 1) / predicted_ms. */
+ * the first token (which comes out of the prompt pass): rate = (n - 1) / predicted_ms. A
+ * speculative generation adds llama-server's draft_n / draft_n_accepted and ember's own
+ * target_steps, accept_mean (tau, bonus token included), draft_ms and verify_ms. */
 static json_t *timings_json(const struct ember_session_gen *g)
 {
 	const int steps = g->n_done - 1;
-	return json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", g->n_prompt, "prompt_ms", g->prefill_ms,
-	                 "prompt_per_token_ms", g->prefill_ms / g->n_prompt, "prompt_per_second",
-	                 g->prefill_ms > 0 ? g->n_prompt * 1e3 / g->prefill_ms : 0.0, "predicted_n", g->n_done,
-	                 "predicted_ms", g->decode_ms, "predicted_per_token_ms", steps > 0 ? g->decode_ms / steps : 0.0,
-	                 "predicted_per_second", steps > 0 && g->decode_ms > 0 ? steps * 1e3 / g->decode_ms : 0.0);
+	json_t *t = json_pack("{s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "prompt_n", g->n_prompt, "prompt_ms",
+	                      g->prefill_ms, "prompt_per_token_ms", g->prefill_ms / g->n_prompt, "prompt_per_second",
+	                      g->prefill_ms > 0 ? g->n_prompt * 1e3 / g->prefill_ms : 0.0, "predicted_n", g->n_done,
+	                      "predicted_ms", g->decode_ms, "predicted_per_token_ms", steps > 0 ? g->decode_ms / steps : 0.0,
+	                      "predicted_per_second", steps > 0 && g->decode_ms > 0 ? steps * 1e3 / g->decode_ms : 0.0);
+	if (t && g->spec) {
+		const struct ember_spec_stats *st = &g->run.stats;
+		json_t *extra = json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f}", "draft_n", st->drafted, "draft_n_accepted",
+		                          st->accepted, "target_steps", st->target_steps, "accept_mean", st->accept_mean,
+		                          "spec_depth", g->run.depth, "draft_ms", st->draft_ms, "verify_ms", st->verify_ms);
+		if (!extra || json_object_update(t, extra)) {
+			json_decref(extra);
+			json_decref(t);
+			return NULL;
+		}
+		json_decref(extra);
+	}
+	return t;
 }
 
 /* A token's text: ember serve has no tokenizer, so a stable placeholder per id. */
@@ -381,6 +405,7 @@ static int stream_next(struct stream *st)
 		return rc;
 	}
 	const char *why = atomic_load(&st->srv->stopping) ? "the server is stopping" : NULL;
+	const int before = st->gen.n_done;
 	if (!why && ember_session_step(st->srv->ss, &st->gen))
 		why = ember_error_last();
 	if (why) {
@@ -392,7 +417,10 @@ static int stream_next(struct stream *st)
 	}
 	if (st->gen.n_done == st->gen.n_gen)
 		st->phase = PHASE_FINAL;
-	return put_token_event(st, st->tokens[st->gen.n_done - 1]);
+	for (int i = before; i < st->gen.n_done; i++) /* a speculative step yields several */
+		if (put_token_event(st, st->tokens[i]))
+			return -1;
+	return 0;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -459,6 +487,11 @@ static enum MHD_Result handle_completion(struct server *srv, struct MHD_Connecti
 		return handle_echo(srv, conn, st);
 	if (ember_session_gen_init(&st->gen, srv->ss, st->c.prompt, st->c.n_prompt, st->c.n_gen,
 	                           api == EMBER_COMPLETION_LLAMA ? "n_predict" : "max_tokens", NULL)) {
+		stream_free(st);
+		return respond_error(srv, conn, MHD_HTTP_BAD_REQUEST, NULL, "%s", ember_error_last());
+	}
+	if (st->c.spec_depth != 0 && srv->ss->draft &&
+	    ember_session_gen_spec(&st->gen, srv->ss, st->c.spec_depth < 0 ? srv->ss->spec_depth : st->c.spec_depth)) {
 		stream_free(st);
 		return respond_error(srv, conn, MHD_HTTP_BAD_REQUEST, NULL, "%s", ember_error_last());
 	}
@@ -651,9 +684,6 @@ int ember_serve_http_run(const struct ember_serve_http_config *config, FILE *log
 	sigset_t stop_set, blocked, old;
 	int error = EMBER_ERROR, sig;
 
-	if (config->session.draft_path)
-		return ember_error_set(EMBER_EUNSUPPORTED, "--draft is not supported with --http yet (requests cannot ask for "
-		                       "speculative decoding over HTTP; use --stdio)");
 	if (parse_listen(&ai, config->listen))
 		return EMBER_EFORMAT;
 	/* Blocked here before any thread starts, so the server's threads inherit the mask and the
@@ -687,6 +717,10 @@ int ember_serve_http_run(const struct ember_serve_http_config *config, FILE *log
 	*(host[0] == '[' ? strchr(host, ']') + 1 : strrchr(host, ':')) = '\0';
 	logf_(&srv, "%s (%s, %d layers, vocab %d) on %s, n_ctx %d", ss->model->name, ss->model->file_type,
 	      ss->model->hp.n_layer, ss->model->hp.n_vocab, ss->ops->device_name(ss->be), ss->n_ctx);
+	if (ss->draft)
+		logf_(&srv, "draft %s (dflash, %d layers, block %d): every request speculates with depth %d unless it sends "
+		      "\"speculative.n_max\" (0: plain)", ss->draft->name, ss->draft->hp.n_layer, ss->draft->block_size,
+		      ss->spec_depth);
 	if (ss->token_delay_us)
 		logf_(&srv, "debug token delay %d us per decode step", ss->token_delay_us);
 	logf_(&srv, "listening on http://%s:%u (body cap %zu bytes, one generation at a time, others get 503)", host,

@@ -123,10 +123,51 @@ int ember_session_gen_init(struct ember_session_gen *g, const struct ember_sessi
 	return 0;
 }
 
+int ember_session_gen_spec(struct ember_session_gen *g, const struct ember_session *s, int depth)
+{
+	if (!s->draft)
+		return ember_error_set(EMBER_EUNSUPPORTED, "speculative decoding needs a draft: start ember serve with --draft");
+	if (!ember_spec_supported(s->ops))
+		return ember_error_set(EMBER_EUNSUPPORTED, "backend %s has no speculative decoding", s->ops->name);
+	if (depth < 1 || depth > s->draft->block_size - 1)
+		return ember_error_set(EMBER_EFORMAT, "speculative depth %d must be in 1..%d (the draft's block %d - 1)", depth,
+		                       s->draft->block_size - 1, s->draft->block_size);
+	if (g->n_done)
+		return ember_error_set(EMBER_ERROR, "a generation becomes speculative before its first step");
+	g->spec = 1;
+	g->run.depth = depth;
+	return 0;
+}
+
+/* The speculative step: the prefill (through ember_spec_begin, which also fills the draft's context)
+ * or one propose + verify; the token delay is paid once per target step. */
+static int spec_step(struct ember_session *s, struct ember_session_gen *g)
+{
+	const double t0 = ember_session_now_ms();
+	if (g->n_done == 0) {
+		if (ember_spec_begin(&g->run, s->ops, s->be, s->draft, g->prompt, g->n_prompt, g->n_gen, g->run.depth,
+		                     g->tokens))
+			return EMBER_ERROR;
+		g->prefill_ms = ember_session_now_ms() - t0;
+	} else {
+		if (ember_spec_step(&g->run))
+			return EMBER_ERROR;
+		if (s->token_delay_us)
+			sleep_us(s->token_delay_us);
+		g->decode_ms += ember_session_now_ms() - t0;
+	}
+	g->n_done = g->run.produced;
+	if (g->n_done == g->n_gen)
+		ember_spec_finish(&g->run);
+	return 0;
+}
+
 int ember_session_step(struct ember_session *s, struct ember_session_gen *g)
 {
 	if (g->n_done >= g->n_gen)
 		return ember_error_set(EMBER_ERROR, "generation already complete (%d tokens)", g->n_gen);
+	if (g->spec)
+		return spec_step(s, g);
 	const double t0 = ember_session_now_ms();
 	if (g->n_done == 0) {
 		if (s->ops->forward(s->be, g->prompt, g->n_prompt, 0, 0, NULL, &g->tokens[0]))
@@ -148,7 +189,7 @@ int ember_session_rest(struct ember_session *s, struct ember_session_gen *g)
 {
 	if (g->n_done < 1)
 		return ember_error_set(EMBER_ERROR, "ember_session_rest before the prefill");
-	if (s->token_delay_us) {
+	if (s->token_delay_us || g->spec) {
 		while (g->n_done < g->n_gen)
 			if (ember_session_step(s, g))
 				return EMBER_ERROR;

@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "draft.h"
 #include "model.h"
+#include "spec.h"
 
 #define EMBER_SESSION_DEFAULT_CTX 4096 /* KV positions when n_ctx is 0 (capped by the model) */
 
@@ -48,6 +49,8 @@ struct ember_session_gen {
 	int n_done;                 /* tokens produced so far */
 	double prefill_ms;          /* the prompt pass (it yields the first token) */
 	double decode_ms;           /* the decode steps after it, delay included, callbacks excluded */
+	int spec;                   /* 1: speculative (ember_session_gen_spec); a step may add several tokens */
+	struct ember_spec_run run;  /* the speculative loop's state and stats (spec only) */
 };
 
 /* Loads the model (and draft), selects and creates the backend. On success *out is owned by the
@@ -67,8 +70,15 @@ int ember_session_read_tokens(const struct ember_session *session, const json_t 
 int ember_session_gen_init(struct ember_session_gen *gen, const struct ember_session *session, const int32_t *prompt,
                            int n_prompt, long long n_gen, const char *gen_field, int32_t *tokens);
 
-/* Produces tokens[n_done++]: the prefill when n_done is 0, else one decode step. 0, or a negative
- * error (the backend's message) after which the generation cannot continue. */
+/* Makes a prepared generation (before its first step) speculative with `depth` proposals per step
+ * (1..block_size-1). 0, or EMBER_EUNSUPPORTED (no draft, or a backend without the draft ops) /
+ * EMBER_EFORMAT (depth out of range) with a message for the client. */
+int ember_session_gen_spec(struct ember_session_gen *gen, const struct ember_session *session, int depth);
+
+/* Produces tokens[n_done++]: the prefill when n_done is 0, else one decode step; speculatively, the
+ * prefill or one propose + verify step, which adds 1..depth+1 tokens (gen->run.stats has the
+ * figures, final once n_done == n_gen). 0, or a negative error (the backend's message) after which
+ * the generation cannot continue. */
 int ember_session_step(struct ember_session *session, struct ember_session_gen *gen);
 
 /* Produces every remaining token in one backend loop (one step at a time when a token delay is

@@ -28,6 +28,31 @@ int ember_spec_supported(const struct ember_backend_ops *ops);
  * EMBER_ERROR naming the variable when it is set to anything else. */
 int ember_spec_depth_from_env(int block_size, int *out);
 
+/* One speculative generation in progress, for callers that hand out tokens as they come (the HTTP
+ * server streams each step's tokens): ember_spec_begin runs the prefill (tokens[0]), each
+ * ember_spec_step one propose + verify + accept (1..depth+1 new tokens), ember_spec_finish the
+ * totals. Fields are read-only for callers; tokens is the caller's [n_gen] buffer. */
+struct ember_spec_run {
+	const struct ember_backend_ops *ops;
+	struct ember_backend *be;
+	int n_gen, depth;
+	int32_t *tokens;
+	int produced;             /* tokens[0..produced) are final */
+	int pos;                  /* the committed position of tokens[produced - 1] */
+	double t0;
+	struct ember_spec_stats stats;
+};
+
+/* Checks the arguments (as ember_spec_generate) and runs the prefill: 0 with r->produced 1, or an
+ * error. Nothing to free. */
+int ember_spec_begin(struct ember_spec_run *r, const struct ember_backend_ops *ops, struct ember_backend *be,
+                     const struct ember_draft *draft, const int32_t *prompt, int n_prompt, int n_gen, int depth,
+                     int32_t *out_tokens);
+/* One step (r->produced < r->n_gen). 0, or an error after which the run cannot continue. */
+int ember_spec_step(struct ember_spec_run *r);
+/* accept_mean and total_ms of r->stats. */
+void ember_spec_finish(struct ember_spec_run *r);
+
 /* Greedy generation of n_gen tokens after `prompt` from an empty cache, speculatively: prefill,
  * then steps of up to `depth` proposals. The backend must have the draft attached (draft_attach)
  * and capture its target layers; n_prompt + n_gen must fit the backend's context. on_first (may

@@ -10,7 +10,10 @@
 // Its faults: echo-400 (refused: 400), echo-500 (llama-server's 500 "Unsupported param: echo"),
 // bad-key, big-id, wrong-count, nan, null-lp, positive, no-logprobs, misecho, own-disagrees.
 // Other options: --port N (required), --vocab V (1000), --delay-ms D per token (0),
-// --ready-after-ms R (0: /health answers 503 until then).
+// --ready-after-ms R (0: /health answers 503 until then), --draft (as llama-server -md: every
+// request speculates, 4 proposals per step of which 3 are accepted, unless it sends
+// "speculative.n_max": 0; the final timings carry draft_n / draft_n_accepted, no step count).
+// Its faults: spec-plain-drafts (drafts although asked not to), spec-no-stats (no draft fields).
 'use strict';
 const http = require('http');
 const args = process.argv.slice(2);
@@ -20,6 +23,7 @@ const vocab = parseInt(opt('vocab', '1000'), 10);
 const fault = opt('fault', '');
 const delayMs = parseFloat(opt('delay-ms', '0'));
 const readyAfter = parseInt(opt('ready-after-ms', '0'), 10);
+const draft = args.includes('--draft');
 const started = Date.now();
 let requests = 0;
 
@@ -100,6 +104,12 @@ async function completion(req, res, llama) {
   const count = fault === 'lie-usage' ? n + 1 : n;
   const ms = Date.now() - t0;
   const timings = { prompt_n: prompt.length, predicted_n: n, predicted_ms: ms, predicted_per_second: ms > 0 ? n * 1000 / ms : 0 };
+  const speculates = draft && (body['speculative.n_max'] !== 0 || fault === 'spec-plain-drafts');
+  if (speculates && fault !== 'spec-no-stats' && n > 1) {
+    const steps = Math.ceil((n - 1) / 4);   // each step: 4 proposals, 3 accepted + the target's token
+    timings.draft_n = 4 * steps;
+    timings.draft_n_accepted = (n - 1) - steps;
+  }
   if (llama) ev({ content: '', stop: true, tokens_predicted: count, tokens_evaluated: prompt.length, timings });
   else { ev({ id: 'c', choices: [], usage: { prompt_tokens: prompt.length, completion_tokens: count } }); ev('[DONE]'); }
   res.end();

@@ -247,7 +247,7 @@ static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***e
 	if (sut->kind == AB_SUITE_SUT_OPENAI) {
 		out->http = (struct ab_sut_http_config){ .api = sut->api == AB_SUITE_API_LLAMA ? AB_SUT_HTTP_LLAMA
 			: AB_SUT_HTTP_COMPLETIONS, .url = sut->url, .ready_path = sut->ready_path,
-			.model_name = sut->model_name, .vocab_size = sut->vocab_size };
+			.model_name = sut->model_name, .vocab_size = sut->vocab_size, .draft = draft_path != NULL };
 		/* The sandbox gives PR code its own network namespace, whose loopback abgate cannot reach:
 		 * sut_http.c wraps the command per process behind abgate-relay, which abgate reaches over a
 		 * unix socket (docs/http-sut.md). The server still has no network beyond that loopback. */

@@ -402,6 +402,9 @@ static int parse_spec(struct ab_suite *suite, struct ab_jread *p, const json_t *
 		any_draft |= suite->models[i].has_draft;
 	if (spec->count > 0 && !any_draft)
 		return ab_jread_fail(p, "spec.contexts are given but no model has a draft (models[].draft)");
+	if (spec->count > 0 && suite->sut.kind == AB_SUITE_SUT_OPENAI && suite->sut.api != AB_SUITE_API_LLAMA)
+		return ab_jread_fail(p, "spec.contexts with an openai SUT need sut.api \"llama\": agreement with plain "
+			"greedy needs the token ids, which api \"completions\" does not stream");
 	const struct ab_suite_speed *sp = &suite->speed;
 	int distinct = distinct_contexts(sp->decode_contexts, sp->decode_count, sp->prefill_contexts,
 		sp->prefill_count, spec->contexts, spec->count);

@@ -59,6 +59,8 @@ struct ab_sut_http_config {
 	const char *ready_path;       /* polled until it answers 200; NULL: "/health" */
 	const char *model_name;       /* sent as "model"; NULL: not sent */
 	int vocab_size;               /* > 0: given; 0: read from /props or /v1/models */
+	int draft;                    /* 1: the server is started with a draft (the suite's model has one):
+	                               * it speculates unless a request sends "speculative.n_max": 0 */
 	struct ab_sut_sandbox sandbox;  /* config NULL: started as is and reached on 127.0.0.1 */
 };
 
@@ -165,6 +167,9 @@ void ab_sut_scores_clear(struct ab_sut_scores *scores);
 /* 1 and *out set when v is a finite JSON number <= 1e-3 (a log-prob; a little above 0 is
  * rounding), the one check of the stdio score op and the HTTP echo parser; 0 otherwise. */
 int ab_sut_logprob_ok(const json_t *v, double *out);
+
+/* A printable copy of untrusted bytes for messages: non-printables as '?', cut with "..." to fit cap. */
+void ab_sut_snippet(char *dst, size_t cap, const char *src, size_t len);
 
 /*
  * Sends quit, closes stdin and waits quit_grace_ms; then kills the group. Returns 0 when the SUT

@@ -49,6 +49,7 @@ struct ab_sut_http {
 	char *model_name;
 	json_t *ready;
 	struct ab_sut_spec_info spec;
+	const char *spec_from;    /* where spec came from: "/props" (ember) or "suite" (a draft, nothing said) */
 	int dead, quit;
 	struct ab_sut_fault fault;
 };
@@ -265,6 +266,29 @@ static int read_vocab(ab_sut_http *h, const char **from)
 	return n > 0 && n <= (1 << 24) ? (int)n : 0;
 }
 
+/* A server started with a draft: what it says of it in /props "spec" (ember: the stdio ready line's
+ * object), else kind "draft" with the block unknown (llama-server -md says nothing there). A "spec"
+ * that is there but malformed is a protocol fault. */
+static int read_spec(ab_sut_http *h, struct ab_sut_fault *fault)
+{
+	json_t *props = get_json(h, "/props");
+	int error = 0;
+	h->spec_from = "suite";
+	if (props && json_object_get(props, "spec")) {
+		if (ab_sut_parse_spec(&h->spec, props) < 0)
+			error = hfail(h, fault, AB_SUT_PROTOCOL, "/props: %s", ab_error_last());
+		h->spec_from = "/props";
+	}
+	json_decref(props);
+	if (error < 0)
+		return error;
+	if (!h->spec.present) {
+		h->spec = (struct ab_sut_spec_info){ .present = 1, .block_size = 0 };
+		snprintf(h->spec.kind, sizeof(h->spec.kind), "draft");
+	}
+	return 0;
+}
+
 int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struct ab_sut_config *cfg)
 {
 	const struct ab_sut_http_config *hc = cfg->http;
@@ -356,11 +380,14 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 			"/v1/models): give sut.vocab_size");
 		goto cleanup;
 	}
+	if (hc->draft && (error = read_spec(h, fault)) < 0)
+		goto cleanup;
 	h->ready = json_pack("{s:b, s:s, s:s, s:i, s:b, s:{s:i}, s:s, s:s}", "ready", 1, "kind", "openai", "api",
 		h->api == AB_SUT_HTTP_LLAMA ? "llama" : "completions", "port", h->port, "token_ids",
 		h->api == AB_SUT_HTTP_LLAMA, "model", "vocab_size", h->vocab_size, "vocab_from", vocab_from,
 		"transport", h->relay ? "sandbox relay (unix socket)" : "tcp");
-	if (!h->ready) {
+	if (!h->ready || (h->spec.present && json_object_set_new(h->ready, "spec", json_pack("{s:s, s:i, s:s}",
+		"kind", h->spec.kind, "block_size", h->spec.block_size, "from", h->spec_from)) < 0)) {
 		error = ab_error_set("out of memory");
 		goto cleanup;
 	}
@@ -492,7 +519,9 @@ static int on_event(void *user, const char *payload, size_t len)
 	return rc;
 }
 
-static char *request_body(ab_sut_http *h, const int32_t *prompt, int prompt_len, int max_tokens)
+/* With a draft loaded, a plain request sends llama-server's "speculative.n_max": 0 (no proposals);
+ * a speculative one leaves the server's own depth (a PR's change of depth is what is measured). */
+static char *request_body(ab_sut_http *h, const int32_t *prompt, int prompt_len, int max_tokens, int spec)
 {
 	json_t *ids = json_array();
 	for (int i = 0; ids && i < prompt_len; i++)
@@ -506,6 +535,8 @@ static char *request_body(ab_sut_http *h, const int32_t *prompt, int prompt_len,
 			"temperature", 0.0, "stream", 1, "stream_options", "include_usage", 1, "ignore_eos", 1);
 	if (rq && h->model_name)
 		json_object_set_new(rq, "model", json_string(h->model_name));
+	if (rq && h->spec.present && !spec)
+		json_object_set_new(rq, "speculative.n_max", json_integer(0));
 	char *text = rq ? json_dumps(rq, JSON_COMPACT) : NULL;
 	json_decref(rq);
 	return text;
@@ -529,6 +560,32 @@ static int request_fault(ab_sut_http *h, struct ab_sut_fault *fault, struct xfer
 		x->status, snip[0] ? ": " : "", snip);
 }
 
+/* The answer's timings into Contract 1's stats: llama-server's draft_n / draft_n_accepted become
+ * drafted / accepted; target_steps and accept_mean are the server's own where it gives them (ember),
+ * else derived: each target step yields its accepted proposals plus one token, so target_steps =
+ * (n - 1) - accepted ("derived" is set: the harness's tau check then only checks the counts). The
+ * timings themselves stay as engine_timings. 0 or -1 (out of memory). */
+static int spec_stats(json_t *stats, json_t *timings, int n_tokens)
+{
+	json_t *dn = json_object_get(timings, "draft_n"), *da = json_object_get(timings, "draft_n_accepted");
+	json_t *steps = json_object_get(timings, "target_steps"), *mean = json_object_get(timings, "accept_mean");
+	if (json_object_set(stats, "engine_timings", timings) < 0)
+		return -1;
+	if (!json_is_integer(dn) || !json_is_integer(da))
+		return 0;
+	if (json_object_set(stats, "drafted", dn) < 0 || json_object_set(stats, "accepted", da) < 0)
+		return -1;
+	if (json_is_integer(steps) && json_is_number(mean))
+		return json_object_set(stats, "target_steps", steps) < 0 || json_object_set(stats, "accept_mean", mean) < 0
+			? -1 : 0;
+	json_int_t derived = (json_int_t)(n_tokens - 1) - json_integer_value(da);
+	if (derived < 1)
+		return 0;   /* counts that cannot be: ab_sut_parse_spec_stats says why */
+	return json_object_set_new(stats, "target_steps", json_integer(derived)) < 0 ||
+		json_object_set_new(stats, "accept_mean", json_real((double)(n_tokens - 1) / (double)derived)) < 0 ||
+		json_object_set_new(stats, "derived", json_true()) < 0 ? -1 : 0;
+}
+
 int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_sut_http *h,
 	const int32_t *prompt, int prompt_len, int max_tokens, int spec)
 {
@@ -543,15 +600,19 @@ int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_
 			*fault = h->fault;
 		return ab_error_setc(ab_sut_fault_code(h->fault.kind), "sut: %s", h->quit ? "the SUT has quit" : h->fault.reason);
 	}
-	if (spec)
-		return hfail(h, fault, AB_SUT_SUT_ERROR, "speculative requests are not available over HTTP");
+	if (spec && !h->spec.present)
+		return hfail(h, fault, AB_SUT_SUT_ERROR, "speculative decoding needs a server started with a draft "
+			"(models[].draft and {draft} in sut.command)");
+	if (spec && h->api != AB_SUT_HTTP_LLAMA)
+		return hfail(h, fault, AB_SUT_SUT_ERROR, "speculative decoding over HTTP needs api \"llama\" (token ids "
+			"to check agreement with plain greedy)");
 	if (prompt_len < 1 || max_tokens < 1)
 		return ab_error_setc(AB_EINVALID, "sut: generate needs a prompt and max_tokens >= 1");
 	snprintf(what, sizeof(what), "generate (%d+%d tokens)", prompt_len, max_tokens);
 	x.user = &st;
 	x.cap = BODY_FIXED + (size_t)max_tokens * PER_TOKEN;
 	ab_sse_init(&x.reader, EVENT_MAX);
-	if (!(body = request_body(h, prompt, prompt_len, max_tokens)) ||
+	if (!(body = request_body(h, prompt, prompt_len, max_tokens, spec)) ||
 	    (h->api == AB_SUT_HTTP_LLAMA && !(st.ids = malloc((size_t)max_tokens * sizeof(int32_t))))) {
 		error = ab_error_set("out of memory");
 		goto cleanup;
@@ -592,14 +653,15 @@ int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_
 	gen.prefill_tps = gen.ttft_s > 0 ? prompt_len / gen.ttft_s : NAN;
 	gen.decode_tps = streamed >= 2 && st.t_last > st.t_first ? (streamed - 1) / ((double)(st.t_last - st.t_first) / 1e9)
 		: NAN;
-	gen.stats = json_object();
-	if (gen.stats && st.timings) {
-		json_t *dn = json_object_get(st.timings, "draft_n"), *da = json_object_get(st.timings, "draft_n_accepted");
-		if (json_is_integer(dn) && json_is_integer(da)) {
-			json_object_set(gen.stats, "drafted", dn);
-			json_object_set(gen.stats, "accepted", da);
-		}
-		json_object_set(gen.stats, "engine_timings", st.timings);
+	if (!(gen.stats = json_object()) || (st.timings && spec_stats(gen.stats, st.timings, streamed) < 0)) {
+		error = ab_error_set("out of memory");
+		goto cleanup;
+	}
+	if (!spec && h->spec.present && json_integer_value(json_object_get(gen.stats, "drafted")) > 0) {
+		error = hfail(h, fault, AB_SUT_PROTOCOL, "%s: asked for plain decoding (\"speculative.n_max\": 0), the "
+			"server drafted %" JSON_INTEGER_FORMAT " tokens", what,
+			json_integer_value(json_object_get(gen.stats, "drafted")));
+		goto cleanup;
 	}
 	if (fault)
 		memset(fault, 0, sizeof(*fault));

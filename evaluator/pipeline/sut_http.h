@@ -27,7 +27,8 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
  * "token_ids":bool,"model":{"vocab_size":N},"vocab_from":..}. Borrowed until ab_sut_http_free. */
 const json_t *ab_sut_http_ready(const ab_sut_http *h);
 int ab_sut_http_vocab_size(const ab_sut_http *h);
-/* Speculative decoding cannot be switched per request over HTTP: present = 0. */
+/* With config draft set: /props "spec" where the server gives it (ember), else kind "draft" with
+ * block_size 0; present = 0 without a draft. */
 const struct ab_sut_spec_info *ab_sut_http_spec(const ab_sut_http *h);
 
 /*
@@ -36,7 +37,11 @@ const struct ab_sut_spec_info *ab_sut_http_spec(const ab_sut_http *h);
  * count, which must equal the streamed token events and max_tokens. tokens is NULL for api
  * "completions" (it streams text only; asking for log-probs to get ids slows the server), so
  * greedy agreement is unavailable there. stats holds {"engine_timings": ..} (llama's timings) and,
- * where the server reports them, "drafted"/"accepted".
+ * where the server reports them (timings.draft_n / draft_n_accepted), Contract 1's speculative
+ * stats (target_steps and accept_mean the server's, else derived: "derived": true). spec: 1 asks
+ * for speculative decoding (api "llama" and a draft needed, else a SUT_ERROR); with a draft loaded,
+ * a plain request sends "speculative.n_max": 0, and a plain answer that drafted anyway is a
+ * PROTOCOL fault.
  */
 int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_sut_http *h,
 	const int32_t *prompt, int prompt_len, int max_tokens, int spec);

@@ -7,7 +7,10 @@
 // `ember serve --stdio`'s score op on the same window (ids identical, log-probs within 1e-5);
 // 503 while busy; a client dropping mid-stream; every refusal (malformed JSON, bodies over the
 // cap, bad ids, over the context, sampling, n_probs, logprobs caps, 404, 405) with its message;
-// SIGTERM ends it with status 0. Exit 77 when this ember was built without libmicrohttpd.
+// SIGTERM ends it with status 0. With --draft (a seeded draft): /props "spec", every request
+// speculating unless "speculative.n_max" is 0, the tokens still the stdio greedy ones, one event
+// per token, the draft stats in the final timings, and n_max out of range a 400.
+// Exit 77 when this ember was built without libmicrohttpd.
 //   usage: node test_serve_http.mjs EMBER_BINARY
 import { spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
@@ -282,6 +285,51 @@ async function testStreamingAndDrops(prompt) {
   check(code === 0, 'SIGTERM exit status ' + code);
 }
 
+// The last event's timings of a streamed /completion.
+async function specAnswer(port, prompt, n, extra) {
+  const r = await post(port, '/completion', { prompt, n_predict: n, temperature: 0, stream: true, return_tokens: true, ...extra });
+  const ev = sseEvents(r).map(e => JSON.parse(e.data));
+  const tokens = ev.filter(e => !e.stop).flatMap(e => e.tokens);
+  return { status: r.status, tokens, events: ev.filter(e => !e.stop).length, timings: ev.at(-1)?.timings };
+}
+
+async function testSpec(prompt, want, noDraftPort) {
+  const draft = path.join(dir, 'draft.gguf');
+  const g = spawnSync(ember, ['gen', '--draft-for', 'tiny', '--layers', '1', '--block', '8', '--seed', '3', '-o', draft],
+    { encoding: 'utf8' });
+  check(g.status === 0, 'ember gen --draft-for: ' + g.stderr);
+  const s = await startServer(['--draft', draft]);
+  const props = json(await request(s.port, 'GET', '/props'));
+  check(props?.speculative === true && props.spec?.kind === 'dflash' && props.spec.block_size === 8 && props.spec.depth === 7,
+    '/props with a draft: ' + JSON.stringify(props));
+  const n = want.length;
+  const a = await specAnswer(s.port, prompt, n, {});
+  const t = a.timings || {};
+  check(a.status === 200 && JSON.stringify(a.tokens) === JSON.stringify(want), 'speculative tokens ' + a.tokens + ' vs ' + want);
+  check(a.events === n, `speculative stream: ${a.events} token events for ${n} tokens`);
+  check(Number.isInteger(t.draft_n) && Number.isInteger(t.draft_n_accepted) && t.target_steps >= 1 &&
+    t.draft_n_accepted <= t.draft_n && t.spec_depth === 7 && Math.abs(t.accept_mean - (n - 1) / t.target_steps) < 1e-9 &&
+    t.target_steps + t.draft_n_accepted === n - 1, 'speculative timings: ' + JSON.stringify(t));
+  const plain = await specAnswer(s.port, prompt, n, { 'speculative.n_max': 0 });
+  check(JSON.stringify(plain.tokens) === JSON.stringify(want) && plain.timings && plain.timings.draft_n === undefined,
+    'n_max 0 must decode plainly: ' + JSON.stringify(plain.timings));
+  const d3 = await specAnswer(s.port, prompt, n, { 'speculative.n_max': 3 });
+  check(JSON.stringify(d3.tokens) === JSON.stringify(want) && d3.timings?.spec_depth === 3 && d3.timings.draft_n <= 3 * d3.timings.target_steps,
+    'n_max 3: ' + JSON.stringify(d3.timings));
+  const o = await post(s.port, '/v1/completions', { prompt, max_tokens: n, temperature: 0 });
+  check(o.status === 200 && json(o)?.timings?.draft_n >= 0, '/v1/completions speculates too: ' + o.body.slice(0, 200));
+  await expectError(s.port, '/completion', { prompt: [1], n_predict: 4, 'speculative.n_max': 8 }, 400, "'speculative.n_max' must be an integer in 0..7");
+  await expectError(s.port, '/completion', { prompt: [1], n_predict: 4, 'speculative.p_min': 'x' }, 400, "'speculative.p_min' must be a number");
+  // without a draft the field changes nothing, as on llama-server
+  const nd = await specAnswer(noDraftPort, prompt, n, { 'speculative.n_max': 3 });
+  check(JSON.stringify(nd.tokens) === JSON.stringify(want) && nd.timings && nd.timings.draft_n === undefined,
+    'no draft, n_max 3: ' + JSON.stringify(nd.timings));
+  check(s.proc.exitCode === null, 'server with a draft died: ' + s.log());
+  s.proc.kill('SIGTERM');
+  const code = await new Promise(r => s.proc.on('exit', c => r(c)));
+  check(code === 0, 'SIGTERM exit status (draft) ' + code + ' ' + s.log().slice(-2000));
+}
+
 async function main() {
   gen();
   let s;
@@ -299,6 +347,7 @@ async function main() {
   await testOpenai(s.port, prompt, want);
   await testErrors(s.port);
   await testEcho(s.port);
+  await testSpec(prompt, want, s.port);
   check(s.proc.exitCode === null, 'server died: ' + s.log());
   s.proc.kill('SIGTERM');
   const code = await new Promise(r => s.proc.on('exit', c => r(c)));

@@ -488,6 +488,19 @@ static void test_suite_openai(void)
 	expect_invalid(o, "models[0].reference.url", json_string("http://10.0.0.1:80"), "models[0].reference.url: expected", NULL);
 	expect_invalid(o, "models[0].path", json_string("{state}/{port}.bin"), "models[0] (m1): {port} is only substituted", NULL);
 	expect_invalid(o, "build.build[1]", json_string("{port}"), "build: {port} is only substituted", NULL);
+
+	/* spec over HTTP: api "llama" (token ids) loads, "completions" is refused naming why */
+	static const char spec_llama[] =
+		"{\"schema\":\"abgate.suite/1\",\"name\":\"h\",\"build\":{\"build\":[\"make\"]},"
+		" \"sut\":{\"kind\":\"openai\",\"api\":\"llama\",\"command\":[\"srv\",\"{port}\",\"{draft}\"],"
+		"          \"url\":\"http://127.0.0.1:{port}\"},"
+		" \"models\":[{\"name\":\"m\",\"path\":\"m.bin\",\"draft\":{\"path\":\"d.bin\"}}],"
+		" \"speed\":{\"decode\":{\"contexts\":[128]}},\"spec\":{\"contexts\":[256]}}";
+	struct ab_suite *sp = NULL;
+	CHECK(ab_suite_load_buffer(&sp, spec_llama, strlen(spec_llama), NULL) == 0 && sp && sp->spec.count == 1);
+	ab_suite_free(sp);
+	expect_invalid(spec_llama, "sut.api", json_string("completions"),
+		"spec.contexts with an openai SUT need sut.api \"llama\"", "token ids");
 }
 
 int main(int argc, char **argv)

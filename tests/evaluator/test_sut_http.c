@@ -19,6 +19,7 @@
 static struct ab_sut_http_config hc;
 static struct ab_sut_config cfg;
 static struct ab_sut_fault fault;
+static int with_draft;   /* hc.draft of the next start() */
 
 /* Starts the mock with `api` and extra args (NULL-terminated); expect_ok 0: returns NULL. */
 static ab_sut *start(enum ab_sut_http_api api, int vocab_given, const char *a1, const char *a2, const char *a3)
@@ -34,7 +35,7 @@ static ab_sut *start(enum ab_sut_http_api api, int vocab_given, const char *a1, 
 	if (a3) argv[n++] = a3;
 	argv[n] = NULL;
 	hc = (struct ab_sut_http_config){ .api = api, .url = "http://127.0.0.1:{port}", .ready_path = "/health",
-		.vocab_size = vocab_given };
+		.vocab_size = vocab_given, .draft = with_draft };
 	cfg = (struct ab_sut_config){ .http = &hc, .argv = argv, .ready_timeout_ms = 3000, .request_timeout_ms = 2000,
 		.quit_grace_ms = 1000 };
 	ab_sut *sut = NULL;
@@ -296,11 +297,75 @@ static void test_sse(void)
 	ab_sse_clear(&s);
 }
 
+/* A server started with a draft (the mock as llama-server -md): speculative answers carry Contract
+ * 1's stats derived from draft_n / draft_n_accepted, plain requests send "speculative.n_max": 0
+ * (the mock then does not draft), and the same tokens come back both ways. */
+static void test_spec(void)
+{
+	ab_sut *sut = start(AB_SUT_HTTP_LLAMA, 0, "--vocab", "500", "--draft");
+	CHECK(sut != NULL);
+	CHECK(!ab_sut_spec(sut)->present);   /* hc.draft unset: the suite gave no draft */
+	struct ab_sut_gen gen = { 0 }, plain = { 0 };
+	CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 8, 9, 1) < 0);
+	CHECK(fault.kind == AB_SUT_SUT_ERROR && strstr(fault.reason, "started with a draft"));
+	ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+
+	with_draft = 1;
+	sut = start(AB_SUT_HTTP_LLAMA, 0, "--vocab", "500", "--draft");
+	CHECK(sut != NULL);
+	const struct ab_sut_spec_info *si = ab_sut_spec(sut);
+	CHECK(si->present && strcmp(si->kind, "draft") == 0 && si->block_size == 0);
+	CHECK(json_is_object(json_object_get(ab_sut_ready(sut), "spec")));
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 9, 1), 0);
+	CHECK_EQ(ab_sut_generate(&plain, &fault, sut, prompt, 8, 9, 0), 0);
+	struct ab_sut_spec_stats st;
+	CHECK_EQ(ab_sut_parse_spec_stats(&st, gen.stats, gen.n_tokens), 0);
+	CHECK_EQ(st.target_steps, 2);      /* 8 tokens after the first, 4 per step */
+	CHECK_EQ(st.drafted, 8);
+	CHECK_EQ(st.accepted, 6);
+	CHECK(fabs(st.accept_mean - 4.0) < 1e-9);
+	CHECK(json_is_true(json_object_get(gen.stats, "derived")));
+	CHECK(json_object_get(plain.stats, "drafted") == NULL);   /* n_max 0 reached the server */
+	CHECK(ab_sut_parse_spec_stats(&st, plain.stats, plain.n_tokens) < 0 && strstr(ab_error_last(), "no speculative stats"));
+	CHECK_EQ(gen.n_tokens, plain.n_tokens);
+	CHECK(memcmp(gen.tokens, plain.tokens, (size_t)gen.n_tokens * sizeof(int32_t)) == 0);
+	ab_sut_gen_clear(&gen);
+	ab_sut_gen_clear(&plain);
+	ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+
+	/* a server that drafts on a plain request: PROTOCOL (the plain side would not be plain) */
+	sut = start(AB_SUT_HTTP_LLAMA, 0, "--draft", "--fault", "spec-plain-drafts");
+	CHECK(sut != NULL);
+	CHECK(ab_sut_generate(&plain, &fault, sut, prompt, 8, 9, 0) < 0);
+	CHECK(fault.kind == AB_SUT_PROTOCOL && strstr(fault.reason, "the server drafted 8 tokens"));
+	ab_sut_free(sut);
+
+	/* no draft fields in a speculative answer: the sample's stats say so (not the process) */
+	sut = start(AB_SUT_HTTP_LLAMA, 0, "--draft", "--fault", "spec-no-stats");
+	CHECK(sut != NULL);
+	CHECK_EQ(ab_sut_generate(&gen, &fault, sut, prompt, 8, 9, 1), 0);
+	CHECK(ab_sut_parse_spec_stats(&st, gen.stats, gen.n_tokens) < 0 && strstr(ab_error_last(), "no speculative stats"));
+	ab_sut_gen_clear(&gen);
+	ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+
+	/* the completions API streams no ids: no agreement check possible, so no spec */
+	sut = start(AB_SUT_HTTP_COMPLETIONS, 0, "--draft", NULL, NULL);
+	CHECK(sut != NULL);
+	CHECK(ab_sut_generate(&gen, &fault, sut, prompt, 8, 9, 1) < 0);
+	CHECK(fault.kind == AB_SUT_SUT_ERROR && strstr(fault.reason, "api \"llama\""));
+	ab_sut_quit(NULL, sut);
+	ab_sut_free(sut);
+	with_draft = 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
 		{ "sse", test_sse }, { "llama", test_llama }, { "completions", test_completions }, { "faults", test_faults },
-		{ "score", test_score }, { "score_faults", test_score_faults },
+		{ "score", test_score }, { "score_faults", test_score_faults }, { "spec", test_spec },
 	};
 	return TU_RUN(argc, argv, cases);
 }

@@ -10,8 +10,11 @@
 # accuracy gates on with ember over HTTP as the measured SUT or as the reference (the other one
 # ember over stdio): scoring over HTTP must give the stdio numbers, so every gate passes;
 # acc_http_unavailable: a server refusing the scoring request leaves the gates not measured.
+# spec_aa (and spec_aa_sandbox): ember serve --http --draft with the shipped trained pair, the spec
+# gates over HTTP.
 #   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|
-#          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_bounded|acc_http_unavailable
+#          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_bounded|acc_http_unavailable|
+#          spec_aa|spec_aa_sandbox
 source "$(dirname "$0")/lib.sh"
 EMBER=${EMBER:?path to the ember executable}
 
@@ -87,6 +90,38 @@ expect_accuracy_pass() {
     "$RESULT" >/dev/null || fail "not the same distributions: $(jq -c '.accuracy.models[0] | {base, head}' "$RESULT")"
   [ "$(jq_result '.accuracy.models[0].reference.kind // "stdio"')" = "$1" ] \
     || fail "reference kind: $(jq -c .accuracy.models[0].reference "$RESULT")"
+}
+
+# spec_fixture: as http_fixture, with the shipped trained pair (guards/trained/, copied into the
+# fixture) as model + draft, ember serve --http --draft as the SUT, a decode context and two spec
+# contexts on the held-out prompts.
+spec_fixture() {
+  REPO=$WORK/repo
+  mkdir -p "$REPO/guards" "$REPO/trained"
+  git init -q -b main "$REPO"
+  cp "$SRC_ROOT/guards/trained/target-q8_0.gguf" "$SRC_ROOT/guards/trained/draft-q8_0.gguf" \
+     "$SRC_ROOT/guards/trained/heldout.u32" "$REPO/trained/"
+  printf '# options of ember serve for this fixture (one per line)\n--threads 1\n' > "$REPO/ember.args"
+  printf 'cp "%s" "$1/ember"\n' "$EMBER" > "$REPO/build.sh"
+  cat > "$REPO/guards/default.json" <<JSON
+{
+  "schema": "abgate.suite/1",
+  "name": "ember-http-spec",
+  "build": { "build": ["sh", "{src}/build.sh", "{build}"], "timeout_s": 60 },
+  "sut": { "kind": "openai", "api": "llama",
+           "command": ["{build}/ember", "serve", "--http", "127.0.0.1:{port}", "--model", "{model}",
+                       "--draft", "{draft}", "--backend", "cpu", "--ctx", "512", "@{src}/ember.args"],
+           "url": "http://127.0.0.1:{port}", "ready_timeout_s": 30, "request_timeout_s": 60 },
+  "models": [ { "name": "trained", "path": "trained/target-q8_0.gguf",
+                "draft": { "path": "trained/draft-q8_0.gguf" } } ],
+  "speed": { "decode": { "contexts": [64], "gen_tokens": 32 },
+             "pairs_min": 4, "pairs_max": 6, "confirm_pairs": 4,
+             "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
+  "spec": { "contexts": [64, 192], "gen_tokens": 32, "prompts": "trained/heldout.u32" },
+  "harness_paths": ["guards/"]
+}
+JSON
+  g add -A && g commit -qm "base: ember over HTTP with a draft"
 }
 
 # head_args MSG LINE: a commit on branch "head" that appends LINE to ember.args.
@@ -189,6 +224,29 @@ SH
   expect_label "eval:none"
   expect_transport "sandbox relay (unix socket)"
   pass "HTTP SUT in the sandbox: its connect to the host's loopback fails, the evaluation works (eval:none)"
+  ;;
+spec_aa)
+  # Speculative decoding over HTTP: ember serve --http --draft speculates on every request unless
+  # it is sent "speculative.n_max": 0, which abgate sends for the plain ones; the stats come from
+  # the final event's timings. Every speculative answer must equal the plain one, the spec record
+  # must come from the server's /props, and the trained draft must accept (median tau > 1.3).
+  spec_fixture
+  head_args "head: comment only" "# no functional change"
+  start=$(date +%s)
+  run_eval "${MODE[@]}"
+  expect_rc 0
+  expect_label "eval:none"
+  has_label "eval-dflash:none" || fail "no eval-dflash:none: $(jq -c .verdict.labels "$RESULT")"
+  jq -e '[.gates[] | select(.name == "spec_exact" and .pass == true)] | length == 1' "$RESULT" >/dev/null \
+    || fail "spec_exact: $(jq -c '.gates' "$RESULT")"
+  jq -e '.spec.models.trained | .kind == "dflash" and .block_size == 16 and .head.compared >= 8 and .head.stats_faults == 0 and .base.stats_faults == 0' \
+    "$RESULT" >/dev/null || fail "spec record: $(jq -c .spec "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "tau")] | length == 2 and all(.head.median > 1.3 and .base.median > 1.3)' "$RESULT" >/dev/null \
+    || fail "trained draft tau: $(jq -c '[.metrics[] | select(.name == "tau") | {ctx, base: .base.median, head: .head.median}]' "$RESULT")"
+  jq -e '[.samples[] | select(.ok == false)] | length == 0' "$RESULT" >/dev/null \
+    || fail "failed samples: $(jq -c '[.samples[] | select(.ok == false)][0]' "$RESULT")"
+  expect_transport "$TRANSPORT"
+  pass "ember over HTTP with a draft ($TRANSPORT), A/A -> $(jq -c .verdict.labels "$RESULT"), tau $(jq -c '[.metrics[] | select(.name == "tau") | .head.median]' "$RESULT") in $(( $(date +%s) - start )) s"
   ;;
 acc_http_sut)
   # Accuracy over HTTP: the measured SUT is ember serve --http (llama API: its answers carry ids, so
