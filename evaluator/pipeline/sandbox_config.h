@@ -1,6 +1,7 @@
 /*
  * sandbox_config.h - the service config's `sandbox` object (keys, defaults, meanings in one table):
- * config.c calls these for the key `sandbox`, `abgate serve --config-table` prints the rows.
+ * the service config (config.c, config_describe.c) calls these for the key `sandbox`, `abgate serve
+ * --config-table` prints the rows.
  */
 #ifndef AB_SANDBOX_CONFIG_H
 #define AB_SANDBOX_CONFIG_H

@@ -1,11 +1,12 @@
 /*
- * config.c - the service configuration, driven by one key table: each row names a key, its type,
- * its default and its meaning. The parser walks the JSON against the table (unknown keys and wrong
- * types are errors with the key's path), the start-up dump prints every row with secrets masked,
- * and the markdown of the same table documents the sample config.
+ * config.c - the service configuration, driven by one key table (config_int.h): each row names a
+ * key, its type, its default and its meaning. The parser walks the JSON against the table (unknown
+ * keys and wrong types are errors with the key's path), then secrets are resolved and the values
+ * checked across keys; config_describe.c prints the same rows for the start-up dump (secrets
+ * masked) and the markdown that documents the sample config.
  */
 #define _GNU_SOURCE
-#include "config.h"
+#include "config_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,32 +21,18 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "text.h"
 #include "sandbox_config.h"
 #include "log.h"
 
 #define CONFIG_FILE_MAX (1 << 20)      /* a config file larger than this is a mistake */
 #define SECRET_FILE_MAX (64 << 10)
 
-enum key_type { T_STR, T_SECRET, T_INT, T_I64, T_DBL, T_LIST, T_BOOL };
-enum key_section { S_TOP, S_GITHUB, S_REPO, S_POLICY };
-
-struct key_def {
-	enum key_section section;
-	const char *key;
-	enum key_type type;
-	size_t offset;         /* into struct ab_config, ab_github_config or ab_repo_config */
-	const char *dflt;      /* NULL: no default (unset) */
-	int64_t min, max;      /* for integers */
-	const char *meaning;
-};
-
 #define TOP(k, t, f, d, lo, hi, m) { S_TOP, k, t, offsetof(struct ab_config, f), d, lo, hi, m }
 #define GH(k, t, f, d, lo, hi, m) { S_GITHUB, k, t, offsetof(struct ab_github_config, f), d, lo, hi, m }
 #define REPO(k, t, f, d, lo, hi, m) { S_REPO, k, t, offsetof(struct ab_repo_config, f), d, lo, hi, m }
 #define POL(k, t, f, d, lo, hi, m) { S_POLICY, k, t, offsetof(struct ab_policy_config, f), d, lo, hi, m }
 
-static const struct key_def key_table[] = {
+const struct key_def ab_config_keys[] = {
 	TOP("listen", T_STR, listen, "127.0.0.1:8080", 0, 0,
 	    "address:port of the webhook receiver (POST /webhook, GET /healthz, GET /metrics); port 0 picks a free one"),
 	TOP("public_url", T_STR, public_url, NULL, 0, 0,
@@ -116,22 +103,13 @@ static const struct key_def key_table[] = {
 	POL("merge_first", T_BOOL, merge_first, "false", 0, 0,
 	    "after each verdict, label the open PR with the largest verified gain (the family-wise lower bound of its best series) `merge-first`, one at a time"),
 };
-#define KEY_COUNT (sizeof(key_table) / sizeof(key_table[0]))
-
-static void *field(void *base, const struct key_def *d) { return (char *)base + d->offset; }
+const size_t ab_config_key_count = sizeof(ab_config_keys) / sizeof(ab_config_keys[0]);
 
 static void *section_base(struct ab_config *cfg, enum key_section s, struct ab_repo_config *repo)
 {
 	if (s == S_POLICY)
 		return repo ? (void *)&repo->policies : (void *)&cfg->policies;
 	return s == S_TOP ? (void *)cfg : s == S_GITHUB ? (void *)&cfg->github : (void *)repo;
-}
-
-/* A list field: the char ** and its count (the size_t member right after it). */
-static char ***list_slot(void *base, const struct key_def *d) { return (char ***)field(base, d); }
-static size_t *list_count(void *base, const struct key_def *d)
-{
-	return (size_t *)((char *)base + d->offset + sizeof(char **));
 }
 
 static void list_free(char **list, size_t n)
@@ -264,12 +242,12 @@ static int parse_policies(struct ab_config *cfg, struct ab_repo_config *repo, js
 			continue;
 		}
 		size_t k;
-		for (k = 0; k < KEY_COUNT; k++)
-			if (key_table[k].section == S_POLICY && !strcmp(key_table[k].key, name))
+		for (k = 0; k < ab_config_key_count; k++)
+			if (ab_config_keys[k].section == S_POLICY && !strcmp(ab_config_keys[k].key, name))
 				break;
-		if (k == KEY_COUNT)
+		if (k == ab_config_key_count)
 			return ab_error_setc(AB_EINVALID, "config: %s: unknown key", path);
-		if (set_value(section_base(cfg, S_POLICY, repo), &key_table[k], value, path) < 0)
+		if (set_value(section_base(cfg, S_POLICY, repo), &ab_config_keys[k], value, path) < 0)
 			return -1;
 		if (repo)
 			repo->policies_set |= 1ULL << k;
@@ -319,8 +297,8 @@ static int parse_section(struct ab_config *cfg, enum key_section section, struct
 				struct ab_repo_config *r = &cfg->repos[i];
 				char rp[32];
 				cfg->repo_count = i + 1;
-				for (size_t k = 0; k < KEY_COUNT; k++)
-					if (key_table[k].section == S_REPO && set_default(r, &key_table[k]) < 0)
+				for (size_t k = 0; k < ab_config_key_count; k++)
+					if (ab_config_keys[k].section == S_REPO && set_default(r, &ab_config_keys[k]) < 0)
 						return -1;
 				r->policies_set = 0;
 				snprintf(rp, sizeof(rp), "repos[%zu]", i);
@@ -330,9 +308,9 @@ static int parse_section(struct ab_config *cfg, enum key_section section, struct
 			continue;
 		}
 		const struct key_def *d = NULL;
-		for (size_t k = 0; k < KEY_COUNT; k++)
-			if (key_table[k].section == section && !strcmp(key_table[k].key, key))
-				d = &key_table[k];
+		for (size_t k = 0; k < ab_config_key_count; k++)
+			if (ab_config_keys[k].section == section && !strcmp(ab_config_keys[k].key, key))
+				d = &ab_config_keys[k];
 		if (!d)
 			return ab_error_setc(AB_EINVALID, "config: %s: unknown key", path);
 		if (set_value(section_base(cfg, section, repo), d, value, path) < 0)
@@ -563,9 +541,9 @@ static int finish(struct ab_config *cfg)
 	for (i = 0; i < cfg->repo_count; i++) {
 		struct ab_repo_config *r = &cfg->repos[i];
 		char where[48];
-		for (size_t k = 0; k < KEY_COUNT; k++)
-			if (key_table[k].section == S_POLICY && !(r->policies_set & (1ULL << k)) &&
-			    inherit_policy(&r->policies, &cfg->policies, &key_table[k]) < 0)
+		for (size_t k = 0; k < ab_config_key_count; k++)
+			if (ab_config_keys[k].section == S_POLICY && !(r->policies_set & (1ULL << k)) &&
+			    inherit_policy(&r->policies, &cfg->policies, &ab_config_keys[k]) < 0)
 				return -1;
 		snprintf(where, sizeof(where), "repos[%zu].policies", i);
 		if (check_policies(&r->policies, where) < 0)
@@ -586,8 +564,8 @@ int ab_config_load(struct ab_config **out, const char *path)
 		ab_error_set("out of memory");
 		goto cleanup;
 	}
-	for (k = 0; k < KEY_COUNT; k++)
-		if (key_table[k].section != S_REPO && set_default(section_base(cfg, key_table[k].section, NULL), &key_table[k]) < 0)
+	for (k = 0; k < ab_config_key_count; k++)
+		if (ab_config_keys[k].section != S_REPO && set_default(section_base(cfg, ab_config_keys[k].section, NULL), &ab_config_keys[k]) < 0)
 			goto cleanup;
 	if (ab_sandbox_config_init(&cfg->sandbox) < 0)
 		goto cleanup;
@@ -631,13 +609,13 @@ static void free_section(void *base, enum key_section section)
 		struct ab_policy_config *p = base;
 		list_free(p->denylist, p->denylist_count);
 	}
-	for (size_t k = 0; k < KEY_COUNT; k++)
-		if (key_table[k].section == section && key_table[k].type == T_LIST)
-			list_free(*list_slot(base, &key_table[k]), *list_count(base, &key_table[k]));
-	for (size_t k = 0; k < KEY_COUNT; k++)
-		if (key_table[k].section == section && (key_table[k].type == T_STR || key_table[k].type == T_SECRET)) {
-			char **slot = field(base, &key_table[k]);
-			if (*slot && key_table[k].type == T_SECRET)
+	for (size_t k = 0; k < ab_config_key_count; k++)
+		if (ab_config_keys[k].section == section && ab_config_keys[k].type == T_LIST)
+			list_free(*list_slot(base, &ab_config_keys[k]), *list_count(base, &ab_config_keys[k]));
+	for (size_t k = 0; k < ab_config_key_count; k++)
+		if (ab_config_keys[k].section == section && (ab_config_keys[k].type == T_STR || ab_config_keys[k].type == T_SECRET)) {
+			char **slot = field(base, &ab_config_keys[k]);
+			if (*slot && ab_config_keys[k].type == T_SECRET)
 				memset(*slot, 0, strlen(*slot));  /* do not leave secrets in freed memory */
 			free(*slot);
 		}
@@ -683,119 +661,4 @@ const struct ab_repo_config *ab_config_repo(const struct ab_config *cfg, const c
 int ab_config_has_auth(const struct ab_config *cfg)
 {
 	return cfg->github.token != NULL || cfg->github.app_id != 0;
-}
-
-/* Hands the text of describe/markdown over to *out (caller frees). */
-static int text_finish(char **out, struct ab_text *t)
-{
-	char *text = ab_text_take(t);
-	if (!text)
-		return ab_error_set("out of memory");
-	*out = text;
-	return 0;
-}
-
-/* Appends a string value quoted, with the password of a URL's user info ("https://user:pw@host") masked. */
-static void describe_string(struct ab_text *t, const char *v)
-{
-	const char *scheme = strstr(v, "://");
-	const char *authority = scheme ? scheme + 3 : NULL;
-	const char *at = authority ? strpbrk(authority, "@/?#") : NULL;
-	const char *colon = at && *at == '@' ? memchr(authority, ':', (size_t)(at - authority)) : NULL;
-
-	if (colon)
-		ab_text_printf(t, "\"%.*s:********%s\"\n", (int)(colon - v), v, at);
-	else
-		ab_text_printf(t, "\"%s\"\n", v);
-}
-
-static void describe_value(struct ab_text *t, void *base, const struct key_def *d, const char *prefix,
-			   const char *source)
-{
-	ab_text_printf(t, "  %s%s = ", prefix, d->key);
-	switch (d->type) {
-	case T_SECRET: {
-		const char *v = *(char **)field(base, d);
-		if (v)
-			ab_text_printf(t, "******** (%zu chars, from %s)\n", strlen(v), source ? source : "config");
-		else
-			ab_text_printf(t, "(not set)\n");
-		return;
-	}
-	case T_STR: {
-		const char *v = *(char **)field(base, d);
-		if (v)
-			describe_string(t, v);
-		else
-			ab_text_printf(t, "(not set)\n");
-		return;
-	}
-	case T_INT: ab_text_printf(t, "%d\n", *(int *)field(base, d)); return;
-	case T_BOOL: ab_text_printf(t, "%s\n", *(int *)field(base, d) ? "true" : "false"); return;
-	case T_I64: ab_text_printf(t, "%" PRId64 "\n", *(int64_t *)field(base, d)); return;
-	case T_DBL: ab_text_printf(t, "%g\n", *(double *)field(base, d)); return;
-	case T_LIST: {
-		char **l = *list_slot(base, d);
-		size_t n = *list_count(base, d);
-		ab_text_printf(t, "[");
-		for (size_t i = 0; i < n; i++)
-			ab_text_printf(t, "%s\"%s\"", i ? ", " : "", l[i]);
-		ab_text_printf(t, "]\n");
-		return;
-	}
-	}
-}
-
-int ab_config_describe(char **out, const struct ab_config *cfg)
-{
-	struct ab_text t = { 0 };
-
-	ab_text_printf(&t, "effective configuration (%s):\n", cfg->path ? cfg->path : "defaults");
-	for (size_t k = 0; k < KEY_COUNT; k++) {
-		const struct key_def *d = &key_table[k];
-		if (d->section == S_TOP)
-			describe_value(&t, (void *)cfg, d, "", d->type == T_SECRET ? cfg->webhook_secret_source : NULL);
-		else if (d->section == S_GITHUB)
-			describe_value(&t, (void *)&cfg->github, d, "github.",
-				       d->type == T_SECRET ? cfg->github.token_source : NULL);
-		else if (d->section == S_POLICY)
-			describe_value(&t, (void *)&cfg->policies, d, "policies.", NULL);
-	}
-	ab_sandbox_config_describe(&t, &cfg->sandbox);
-	ab_text_printf(&t, "  github auth = %s\n", cfg->github.token ? "token (commit statuses)"
-				       : cfg->github.app_id ? "GitHub App (check runs)"
-							    : "none: posts are written to github.output_dir");
-	for (size_t i = 0; i < cfg->repo_count; i++) {
-		char prefix[64];
-		snprintf(prefix, sizeof(prefix), "repos[%zu].", i);
-		for (size_t k = 0; k < KEY_COUNT; k++)
-			if (key_table[k].section == S_REPO)
-				describe_value(&t, &cfg->repos[i], &key_table[k], prefix, NULL);
-		snprintf(prefix, sizeof(prefix), "repos[%zu].policies.", i);
-		for (size_t k = 0; k < KEY_COUNT; k++)
-			if (key_table[k].section == S_POLICY)
-				describe_value(&t, &cfg->repos[i].policies, &key_table[k], prefix, NULL);
-		if (cfg->repos[i].policies.denylist_file)
-			ab_text_printf(&t, "  repos[%zu].policies.denylist = %zu login(s)\n", i,
-				       cfg->repos[i].policies.denylist_count);
-	}
-	return text_finish(out, &t);
-}
-
-int ab_config_table_markdown(char **out)
-{
-	static const char *type_names[] = { "string", "secret string", "integer", "integer", "number", "array of strings",
-					    "boolean" };
-	struct ab_text t = { 0 };
-
-	ab_text_printf(&t, "| key | type | default | meaning |\n|---|---|---|---|\n");
-	for (size_t k = 0; k < KEY_COUNT; k++) {
-		const struct key_def *d = &key_table[k];
-		const char *prefix = d->section == S_GITHUB ? "github." : d->section == S_REPO ? "repos[]."
-				     : d->section == S_POLICY ? "policies." : "";
-		ab_text_printf(&t, "| `%s%s` | %s | %s%s%s | %s |\n", prefix, d->key, type_names[d->type], d->dflt ? "`" : "",
-			 d->dflt ? d->dflt : "—", d->dflt ? "`" : "", d->meaning);
-	}
-	ab_sandbox_config_table(&t);
-	return text_finish(out, &t);
 }
