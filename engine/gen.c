@@ -5,6 +5,7 @@
  * and pwrite straight into the file: memory stays at a few MiB per thread whatever the model size.
  */
 #include "gen.h"
+#include "gen_int.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -69,27 +70,22 @@ static inline float normal_from_bits(uint64_t r)
 	return ((float)sum - 2.0f * 65535.0f) * (1.7320508f / 65535.0f);
 }
 
-/* How a tensor's elements are drawn: mean + std * N(0,1), times a random sign when `signed_`. */
-struct weight_law {
-	float mean, std;
-	int signed_;
-};
 
-static struct weight_law weight_law(const char *name, const struct ember_gen_shape *s, int64_t fan_in)
+static struct ember_gen_law weight_law(const char *name, const struct ember_gen_shape *s, int64_t fan_in)
 {
 	const char *dot = strrchr(name, '.');
 	size_t len = dot ? (size_t)(dot - name) : strlen(name);
-	struct weight_law law = {0.0f, 1.0f / sqrtf((float)fan_in), 0};
+	struct ember_gen_law law = {0.0f, 1.0f / sqrtf((float)fan_in), 0};
 #define ENDS(suffix) (len >= strlen(suffix) && strncmp(name + len - strlen(suffix), suffix, strlen(suffix)) == 0)
 	if (ENDS("token_embd") || (ENDS("output") && !ENDS("attn_output"))) {
 		law.std = EMBED_STD;
 	} else if (ENDS("output_norm")) {
 		float gamma = LOGIT_STD / (EMBED_STD * sqrtf((float)s->n_embd));
-		law = (struct weight_law){gamma, 0.05f * gamma, 1};
+		law = (struct ember_gen_law){gamma, 0.05f * gamma, 1};
 	} else if (ENDS("attn_q_norm") || ENDS("attn_k_norm")) {
-		law = (struct weight_law){QK_NORM_GAIN, 0.05f, 0};
+		law = (struct ember_gen_law){QK_NORM_GAIN, 0.05f, 0};
 	} else if (ENDS("_norm")) {
-		law = (struct weight_law){1.0f, 0.05f, 0};
+		law = (struct ember_gen_law){1.0f, 0.05f, 0};
 	} else if (ENDS("attn_output") || ENDS("ffn_down")) {
 		law.std *= sqrtf(2.0f / (float)s->n_layer); /* residual writes shrink with depth (GPT-2 style) */
 	}
@@ -102,7 +98,7 @@ static uint64_t row_seed(uint64_t seed, uint64_t tensor_hash, int64_t row)
 	return mix64(seed * 0x9e3779b97f4a7c15ull ^ tensor_hash) + (uint64_t)row * 0xd1b54a32d192ed03ull;
 }
 
-static void fill_row(float *out, int64_t n, uint64_t rs, struct weight_law law)
+static void fill_row(float *out, int64_t n, uint64_t rs, struct ember_gen_law law)
 {
 	for (int64_t c = 0; c < n; c++) {
 		uint64_t r = mix64(rs + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
@@ -130,19 +126,11 @@ float ember_gen_weight(uint64_t seed, const char *name, const struct ember_gen_s
 
 /* ---- the tensor list and quant mix ---- */
 
-struct gen_tensor {
-	char name[EMBER_GGUF_MAX_NAME + 1];
-	enum ember_type type;
-	int64_t ne0, ne1;           /* ne1 = 1 for vectors */
-	int index;                  /* in the writer */
-	uint64_t hash;
-	struct weight_law law;
-};
 
 /* llama.cpp's use_more_bits: the first and last eighth of the layers and every third in between. */
 static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-static int quant_types(const char *quant, enum ember_type *base, int *file_type)
+int ember_gen_quant_types(const char *quant, enum ember_type *base, int *file_type)
 {
 	static const struct { const char *name; enum ember_type type; int file_type; } q[] = {
 		{"f32", EMBER_TYPE_F32, 0},    {"f16", EMBER_TYPE_F16, 1},       {"bf16", EMBER_TYPE_BF16, 32},
@@ -171,12 +159,12 @@ static enum ember_type type_for(const char *quant, enum ember_type base, const s
 	return base;
 }
 
-static int build_tensor_list(struct gen_tensor **out, int *out_n, const struct ember_gen_shape *s, const char *quant,
+int ember_gen_tensor_list(struct ember_gen_tensor **out, int *out_n, const struct ember_gen_shape *s, const char *quant,
                              enum ember_type base)
 {
 	const int64_t q_dim = (int64_t)s->n_head * s->head_dim, kv_dim = (int64_t)s->n_head_kv * s->head_dim;
 	int cap = 3 + 11 * s->n_layer, n = 0;
-	struct gen_tensor *t = calloc((size_t)cap, sizeof(*t));
+	struct ember_gen_tensor *t = calloc((size_t)cap, sizeof(*t));
 	if (!t)
 		return ember_error_set(EMBER_ENOMEM, "out of memory");
 #define ADD(label, layer, ne0_, ne1_, norm)                                                             \
@@ -231,7 +219,7 @@ static unsigned byte_codepoint(unsigned b)
 	return 256 + n;
 }
 
-static int write_tokenizer(struct ember_gguf_writer *w, const struct ember_gen_shape *s)
+int ember_gen_write_tokenizer(struct ember_gguf_writer *w, const struct ember_gen_shape *s)
 {
 	int error = -1;
 	const int n = s->n_vocab;
@@ -283,7 +271,8 @@ cleanup:
 }
 
 /* The hyper-parameter keys of a Qwen3-style decoder under `arch` ("qwen3", "dflash"). Nonzero on failure. */
-static int write_shape(struct ember_gguf_writer *w, const char *arch, const struct ember_gen_shape *s)
+int ember_gen_write_shape(struct ember_gguf_writer *w, const char *arch, const struct ember_gen_shape *s, float rms_eps,
+                          float rope_theta)
 {
 	static const struct { const char *key; size_t offset; } u32s[] = {
 		{ "block_count", offsetof(struct ember_gen_shape, n_layer) },
@@ -302,10 +291,10 @@ static int write_shape(struct ember_gguf_writer *w, const char *arch, const stru
 			return EMBER_ERROR;
 	}
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
-	if (ember_gguf_writer_set_f32(w, key, 1e-6f))
+	if (ember_gguf_writer_set_f32(w, key, rms_eps))
 		return EMBER_ERROR;
 	snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
-	return ember_gguf_writer_set_f32(w, key, 1e6f) ? EMBER_ERROR : 0;
+	return ember_gguf_writer_set_f32(w, key, rope_theta) ? EMBER_ERROR : 0;
 }
 
 static int write_metadata(struct ember_gguf_writer *w, const struct ember_gen_shape *s, const struct ember_gen_config *c,
@@ -320,9 +309,9 @@ static int write_metadata(struct ember_gguf_writer *w, const struct ember_gen_sh
 	    ember_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
 	    ember_gguf_writer_set_u64(w, "ember.synthetic.seed", c->seed) ||
 	    ember_gguf_writer_set_str(w, "ember.synthetic.shape", s->name) ||
-	    write_shape(w, "qwen3", s))
+	    ember_gen_write_shape(w, "qwen3", s, EMBER_GEN_RMS_EPS, EMBER_GEN_ROPE_THETA))
 		return EMBER_ERROR;
-	return write_tokenizer(w, s);
+	return ember_gen_write_tokenizer(w, s);
 }
 
 /* ---- parallel fill ---- */
@@ -341,7 +330,7 @@ struct gen_scratch {
 
 struct gen_job {
 	struct ember_gguf_writer *w;
-	const struct gen_tensor *tensors;
+	const struct ember_gen_tensor *tensors;
 	const struct chunk *chunks;
 	uint64_t seed;
 	struct gen_scratch *scratch; /* one per thread, touched only by that thread */
@@ -350,6 +339,8 @@ struct gen_job {
 	_Atomic int failed;
 	char error[512];
 	const struct ember_gen_config *config;
+	ember_gen_fill_fn fill;      /* NULL: the seeded recipe */
+	void *fill_arg;
 };
 
 static void gen_fail(struct gen_job *job, const char *message)
@@ -365,7 +356,7 @@ static void gen_worker(void *arg, int64_t begin, int64_t end, int thread)
 	struct gen_scratch *sc = &job->scratch[thread];
 	for (int64_t ci = begin; ci < end && !atomic_load(&job->failed); ci++) {
 		const struct chunk *c = &job->chunks[ci];
-		const struct gen_tensor *t = &job->tensors[c->tensor];
+		const struct ember_gen_tensor *t = &job->tensors[c->tensor];
 		const size_t row_bytes = ember_type_row_size(t->type, t->ne0);
 		if (t->ne0 > sc->row_cap) {
 			free(sc->row);
@@ -384,7 +375,12 @@ static void gen_worker(void *arg, int64_t begin, int64_t end, int thread)
 			return;
 		}
 		for (int64_t r = 0; r < c->rows; r++) {
-			fill_row(sc->row, t->ne0, row_seed(job->seed, t->hash, c->row0 + r), t->law);
+			if (!job->fill)
+				fill_row(sc->row, t->ne0, row_seed(job->seed, t->hash, c->row0 + r), t->law);
+			else if (job->fill(job->fill_arg, t, c->row0 + r, sc->row)) {
+				gen_fail(job, ember_error_last());
+				return;
+			}
 			ember_quantize_row(t->type, sc->row, sc->out + (size_t)r * row_bytes, t->ne0);
 		}
 		size_t bytes = row_bytes * (size_t)c->rows;
@@ -398,10 +394,9 @@ static void gen_worker(void *arg, int64_t begin, int64_t end, int thread)
 	}
 }
 
-/* Declares the tensors, writes the header, fills every tensor from the seed in parallel and
- * finishes the file. */
-static int write_tensors(struct ember_gguf_writer *w, struct gen_tensor *tensors, int n_tensors, uint64_t seed,
-                         const struct ember_gen_config *config, const char *path)
+int ember_gen_write_tensors(struct ember_gguf_writer *w, struct ember_gen_tensor *tensors, int n_tensors, uint64_t seed,
+                            const struct ember_gen_config *config, ember_gen_fill_fn fill, void *fill_arg,
+                            const char *path)
 {
 	int error = -1;
 	struct chunk *chunks = NULL;
@@ -446,6 +441,8 @@ static int write_tensors(struct ember_gguf_writer *w, struct gen_tensor *tensors
 	job->chunks = chunks;
 	job->seed = seed;
 	job->config = config;
+	job->fill = fill;
+	job->fill_arg = fill_arg;
 	ember_pool_for(pool, n_chunks, 1, gen_worker, job);
 	if (atomic_load(&job->failed)) {
 		error = ember_error_set(EMBER_ERROR, "%s", job->error);
@@ -470,7 +467,7 @@ cleanup:
 int ember_gen_write(const struct ember_gen_config *config, const char *path)
 {
 	int error = -1, n_tensors = 0;
-	struct gen_tensor *tensors = NULL;
+	struct ember_gen_tensor *tensors = NULL;
 	struct ember_gguf_writer *w = NULL;
 	enum ember_type base = EMBER_TYPE_F32;
 	int file_type = 0;
@@ -479,11 +476,11 @@ int ember_gen_write(const struct ember_gen_config *config, const char *path)
 	if (!s)
 		return ember_error_set(EMBER_ERROR, "unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b)",
 		                       config->shape);
-	if ((error = quant_types(config->quant, &base, &file_type)))
+	if ((error = ember_gen_quant_types(config->quant, &base, &file_type)))
 		return error;
-	if ((error = build_tensor_list(&tensors, &n_tensors, s, config->quant, base)) ||
+	if ((error = ember_gen_tensor_list(&tensors, &n_tensors, s, config->quant, base)) ||
 	    (error = ember_gguf_writer_create(&w)) || (error = write_metadata(w, s, config, file_type)) ||
-	    (error = write_tensors(w, tensors, n_tensors, config->seed, config, path)))
+	    (error = ember_gen_write_tensors(w, tensors, n_tensors, config->seed, config, NULL, NULL, path)))
 		goto cleanup;
 	error = 0;
 cleanup:
@@ -496,24 +493,24 @@ cleanup:
 
 /* The draft's tensors: the Qwen3 layer list of a shape with n_layer draft layers, without
  * token_embd/output (shared from the target), plus fc and hidden_norm. */
-static int build_draft_tensor_list(struct gen_tensor **out, int *out_n, const struct ember_gen_shape *s,
+int ember_gen_draft_tensor_list(struct ember_gen_tensor **out, int *out_n, const struct ember_gen_shape *s,
                                    int n_target_layers, const char *quant, enum ember_type base)
 {
-	struct gen_tensor *t = NULL;
+	struct ember_gen_tensor *t = NULL;
 	int n = 0;
-	int error = build_tensor_list(&t, &n, s, quant, base);
+	int error = ember_gen_tensor_list(&t, &n, s, quant, base);
 	if (error)
 		return error;
 	/* token_embd (and output when untied) lead the list; output_norm follows */
 	int first = s->tied ? 1 : 2;
 	memmove(t, t + first, (size_t)(n - first) * sizeof(*t));
 	n -= first;
-	struct gen_tensor fc = {.type = base == EMBER_TYPE_Q4_K ? EMBER_TYPE_Q8_0 : base, /* like the head: not K-quant */
+	struct ember_gen_tensor fc = {.type = base == EMBER_TYPE_Q4_K ? EMBER_TYPE_Q8_0 : base, /* like the head: not K-quant */
 	                        .ne0 = (int64_t)n_target_layers * s->n_embd, .ne1 = s->n_embd};
-	struct gen_tensor norm = {.type = EMBER_TYPE_F32, .ne0 = s->n_embd, .ne1 = 1};
+	struct ember_gen_tensor norm = {.type = EMBER_TYPE_F32, .ne0 = s->n_embd, .ne1 = 1};
 	snprintf(fc.name, sizeof(fc.name), "fc.weight");
 	snprintf(norm.name, sizeof(norm.name), "hidden_norm.weight");
-	struct gen_tensor *grown = realloc(t, (size_t)(n + 2) * sizeof(*t));
+	struct ember_gen_tensor *grown = realloc(t, (size_t)(n + 2) * sizeof(*t));
 	if (!grown) {
 		free(t);
 		return ember_error_set(EMBER_ENOMEM, "out of memory");
@@ -535,7 +532,7 @@ static int build_draft_tensor_list(struct gen_tensor **out, int *out_n, const st
 int ember_gen_draft_write(const struct ember_gen_draft_config *config, const char *path)
 {
 	int error = -1, n_tensors = 0, file_type = 0;
-	struct gen_tensor *tensors = NULL;
+	struct ember_gen_tensor *tensors = NULL;
 	struct ember_gguf_writer *w = NULL;
 	enum ember_type base = EMBER_TYPE_F32;
 	const struct ember_gen_shape *target = ember_gen_find_shape(config->target_shape);
@@ -548,7 +545,7 @@ int ember_gen_draft_write(const struct ember_gen_draft_config *config, const cha
 		return ember_error_set(EMBER_ERROR, "draft: --layers must be 1..64, --block 2..%d and the target layers 1..%d",
 		                       EMBER_GEN_MAX_BLOCK, target->n_layer < 64 ? target->n_layer : 64);
 	const char *quant = config->quant ? config->quant : "f16";
-	if ((error = quant_types(quant, &base, &file_type)))
+	if ((error = ember_gen_quant_types(quant, &base, &file_type)))
 		return error;
 	struct ember_gen_shape s = *target; /* same d, heads, head_dim and ffn as the target (DFlash) */
 	s.n_layer = config->n_layer;
@@ -560,7 +557,7 @@ int ember_gen_draft_write(const struct ember_gen_draft_config *config, const cha
 	char name[160];
 	snprintf(name, sizeof(name), "ember-synthetic dflash draft for %s, %d layers, block %d, %s seed %" PRIu64,
 	         target->name, config->n_layer, config->block_size, quant, config->seed);
-	if ((error = build_draft_tensor_list(&tensors, &n_tensors, &s, n_tl, quant, base)) ||
+	if ((error = ember_gen_draft_tensor_list(&tensors, &n_tensors, &s, n_tl, quant, base)) ||
 	    (error = ember_gguf_writer_create(&w)))
 		goto cleanup;
 	if (ember_gguf_writer_set_str(w, "general.architecture", "dflash") ||
@@ -570,7 +567,7 @@ int ember_gen_draft_write(const struct ember_gen_draft_config *config, const cha
 	    ember_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
 	    ember_gguf_writer_set_u64(w, "ember.synthetic.seed", config->seed) ||
 	    ember_gguf_writer_set_str(w, "ember.synthetic.draft_for", target->name) ||
-	    write_shape(w, "dflash", &s) ||
+	    ember_gen_write_shape(w, "dflash", &s, EMBER_GEN_RMS_EPS, EMBER_GEN_ROPE_THETA) ||
 	    ember_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)config->block_size) ||
 	    ember_gguf_writer_set_array(w, "dflash.target_layers", EMBER_GGUF_I32, ids, (uint64_t)n_tl) ||
 	    ember_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)(target->n_vocab - 1))) {
@@ -578,8 +575,8 @@ int ember_gen_draft_write(const struct ember_gen_draft_config *config, const cha
 		goto cleanup;
 	}
 	/* a seed of its own so a draft and a target of one --seed do not share layer weights */
-	if ((error = write_tensors(w, tensors, n_tensors, mix64(config->seed ^ name_hash("dflash")),
-	                           &(struct ember_gen_config){.n_threads = config->n_threads}, path)))
+	if ((error = ember_gen_write_tensors(w, tensors, n_tensors, mix64(config->seed ^ name_hash("dflash")),
+	                                     &(struct ember_gen_config){.n_threads = config->n_threads}, NULL, NULL, path)))
 		goto cleanup;
 	error = 0;
 cleanup:

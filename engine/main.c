@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "draft.h"
 #include "error.h"
+#include "embed.h"
 #include "gen.h"
 #include "info.h"
 #include "model.h"
@@ -64,6 +65,7 @@ static const char *usage_serve =
 static const char *usage_gen =
 	"usage: ember gen --shape NAME --quant TYPE --seed N -o FILE [--threads N]\n"
 	"       ember gen --draft-for NAME --layers N --block B --seed N -o FILE [--target-layers K] [--quant TYPE]\n"
+	"       ember gen --embed SMALL.gguf --shape NAME --quant TYPE -o FILE [--embed-draft DRAFT.gguf --draft-out F]\n"
 	"\n"
 	"  --shape   tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b\n"
 	"  --quant   f16, bf16, q8_0, q4_k_m (llama.cpp's mix), q6_k (f32 for tests)\n"
@@ -71,7 +73,10 @@ static const char *usage_gen =
 	"  --threads generator threads (default: all cores)\n"
 	"  --draft-for  an untrained DFlash draft (GGUF arch dflash) for a target of shape NAME: the target's\n"
 	"               d/heads/ffn, N layers, block size B, K target layers spaced evenly (default K = N),\n"
-	"               no token_embd/output (shared from the target); --quant defaults to f16\n";
+	"               no token_embd/output (shared from the target); --quant defaults to f16\n"
+	"  --embed   a small Qwen3 model written at shape NAME with the same function (zero padding, norms,\n"
+	"            RoPE base and KV heads compensated; engine/embed.h): real-shape kernels, a trained\n"
+	"            model's greedy output; --embed-draft also writes its DFlash draft to --draft-out\n";
 
 static const char *usage_info =
 	"usage: ember info FILE [--probe N] [--threads N]\n"
@@ -299,11 +304,31 @@ static void gen_progress(void *payload, uint64_t done, uint64_t total)
 	}
 }
 
+/* ember gen --embed: the small model (and draft) at a real shape (embed.h). */
+static int gen_embed(const struct ember_gen_config *c, const char *embed, const char *embed_draft, const char *draft_out,
+                     const char *out, int other_options, double *last)
+{
+	if (!embed || !c->shape || !c->quant || !out || other_options || (embed_draft != NULL) != (draft_out != NULL)) {
+		fprintf(stderr, "ember gen: --embed needs --shape, --quant and -o (no --seed, no --draft-for), and "
+		        "--embed-draft goes with --draft-out\n\n%s", usage_gen);
+		return 2;
+	}
+	struct ember_embed_config ec = {.source = embed, .source_draft = embed_draft, .shape = c->shape, .quant = c->quant,
+	                                .n_threads = c->n_threads, .progress = gen_progress, .payload = last};
+	if (ember_embed_write(&ec, out, draft_out)) {
+		fprintf(stderr, "ember gen: %s\n", ember_error_last());
+		return 1;
+	}
+	fprintf(stderr, "ember gen: wrote %s (%s embedded in %s, %s)%s%s\n", out, embed, c->shape, c->quant,
+	        draft_out ? " and the draft " : "", draft_out ? draft_out : "");
+	return 0;
+}
+
 static int cmd_gen(int argc, char **argv)
 {
 	struct ember_gen_config c = {0};
 	struct ember_gen_draft_config dc = {0};
-	const char *out = NULL;
+	const char *out = NULL, *embed = NULL, *embed_draft = NULL, *draft_out = NULL;
 	int have_seed = 0;
 	double last = 0;
 	for (int i = 1; i < argc; i++) {
@@ -313,6 +338,9 @@ static int cmd_gen(int argc, char **argv)
 		}
 		if (FLAG("--shape")) { c.shape = VALUE(); continue; }
 		if (FLAG("--draft-for")) { dc.target_shape = VALUE(); continue; }
+		if (FLAG("--embed")) { embed = VALUE(); continue; }
+		if (FLAG("--embed-draft")) { embed_draft = VALUE(); continue; }
+		if (FLAG("--draft-out")) { draft_out = VALUE(); continue; }
 		INT_OPT("--layers", 1, 64, dc.n_layer)
 		INT_OPT("--block", 2, EMBER_GEN_MAX_BLOCK, dc.block_size)
 		INT_OPT("--target-layers", 1, 64, dc.n_target_layers)
@@ -329,6 +357,8 @@ static int cmd_gen(int argc, char **argv)
 		INT_OPT("--threads", 1, 4096, c.n_threads)
 		return unknown_option("gen", argv[i], usage_gen);
 	}
+	if (embed || embed_draft || draft_out)
+		return gen_embed(&c, embed, embed_draft, draft_out, out, have_seed || dc.target_shape, &last);
 	if (dc.target_shape) {
 		if (c.shape || !dc.n_layer || !dc.block_size || !out || !have_seed) {
 			fprintf(stderr, "ember gen: --draft-for needs --layers, --block, --seed and -o (and no --shape)\n\n%s",

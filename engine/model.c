@@ -83,8 +83,10 @@ int ember_hparams_read(struct ember_hparams *hp, const struct ember_gguf *g, con
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", arch);
 	if (get_float_hparam(g, key, 1e-6, 0.0, 1.0, &hp->rms_eps))
 		return EMBER_EFORMAT;
+	/* up to 1e20: a model embedded at a 4x wider head_dim keeps its RoPE frequencies with theta^4
+	 * (embed.h); the tables are computed in double */
 	snprintf(key, sizeof(key), "%s.rope.freq_base", arch);
-	if (get_float_hparam(g, key, 10000.0, 1.0, 1e12, &hp->rope_theta))
+	if (get_float_hparam(g, key, 10000.0, 1.0, 1e20, &hp->rope_theta))
 		return EMBER_EFORMAT;
 	return 0;
 }
