@@ -668,6 +668,8 @@ int ab_sut_http_generate(struct ab_sut_gen *out, struct ab_sut_fault *fault, ab_
 	*out = gen;
 	error = 0;
 cleanup:
+	if (error)
+		ab_sut_gen_clear(&gen);   /* tokens and stats of an answer refused after parsing */
 	free(body);
 	free(x.body);
 	free(st.ids);
