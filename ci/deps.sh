@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # ci/deps.sh - installs what building and testing abgate + ember needs on a Debian 12 machine,
 # skipping anything already present (chromium: the headless browser test of the HTML pages;
-# bubblewrap: the sandbox of PR builds and SUTs, evaluator/pipeline/sandbox.h).
+# bubblewrap: the sandbox of PR builds and SUTs, evaluator/pipeline/sandbox.h; python3-torch and
+# python3-sentencepiece: test_tools_train_pair, tools/train_pair.py end to end on the CPU).
 # Sourced by ci/test.sh and ci/demo.sh; safe to run twice.
 set -euo pipefail
 
 ab_deps_packages="build-essential cmake pkg-config git jq curl openssl
   libgit2-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev libssl-dev
-  python3-numpy chromium bubblewrap"
+  python3-numpy python3-torch python3-sentencepiece chromium bubblewrap"
 
 ab_deps_missing() {
   local missing="" p

@@ -14,6 +14,8 @@ if [ -f tests/ghsim/package.json ]; then
   (cd tests/ghsim && npm ci --no-audit --no-fund --loglevel=error)
   export ABGATE_REQUIRE_GHSIM=1      # the service tests must not skip themselves in CI
 fi
+# ci/deps.sh installed python3-torch + python3-sentencepiece: test_tools_train_pair must not skip.
+export ABGATE_REQUIRE_TORCH=1
 
 jobs=$(nproc)
 echo "ci/test: build (RelWithDebInfo, EMBER_CUDA=AUTO)" >&2

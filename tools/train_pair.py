@@ -9,9 +9,10 @@ training prompts and its hidden states -> a DFlash draft trained as SpecForge do
 generated text, block [token, MASK x 15] at positions a..a+15, context = fc + hidden_norm over the
 target layers' states strictly before the anchor, non-causal in-block attention, slot k labelled
 with token a+k, loss weight exp(-(k-1)/gamma)) -> GGUF v3 files (general.alignment 32, tensors in
-ggml's {ne0 = in, ne1 = out} order, the key names engine/gen.c writes) and held-out prompt ids.
+ggml's {ne0 = in, ne1 = out} order, the key names engine/gen.c writes) and held-out prompt ids,
+plus probe.npz (both models' logits on one held-out prompt, to compare with `ember logits`).
 
-  train_pair.py all  --out DIR [--preset cpu|gpu] [--seed N]   everything; DIR/log.json has it all
+  train_pair.py all  --out DIR [--preset NAME] [--seed N]   everything; DIR/log.json has it all
   train_pair.py eval --target T.gguf --draft D.gguf --prompts P.u32 [--n-prompts N] [--gen N]
       tau at depths 3/5/7/15, per-slot acceptance, held-out perplexity, from the GGUF files (the
       weights ember reads), with the greedy loop of engine/spec.c replayed exactly
@@ -63,6 +64,12 @@ PRESETS = {
                    seq=256, batch=64, steps=1000, lr=3e-3,
                    gen_prompts=16384, prompt_len=64, gen_len=128, prompt_noise=0.15,
                    draft_layers=3, draft_steps=6000, draft_batch=64, draft_anchors=16, draft_lr=2e-3),
+    # CI's end-to-end run on the CPU (tests/tools/test_train_pair.py, ~45 s on 2 cores): gpu64b's head_dim-64
+    # 4/2 GQA shapes, tiny; vocab 512 (sentencepiece needs 395 here: 256 bytes, 4 reserved, the characters).
+    "smoke": dict(n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=256, n_vocab=512,
+                  seq=128, batch=4, steps=60, lr=3e-3,
+                  gen_prompts=64, prompt_len=64, gen_len=48, prompt_noise=0.15, ppl_windows=16,
+                  draft_layers=2, draft_steps=60, draft_batch=4, draft_anchors=4, draft_lr=2e-3),
 }
 BLOCK = 16
 RMS_EPS = 1e-6
@@ -480,6 +487,7 @@ def load_pair(target_path, draft_path, device):
 # ---------------------------------------------------------------- training, generation, evaluation
 
 def lr_at(step, steps, lr, warm=100):
+    warm = min(warm, max(1, steps // 10))        # a run shorter than 1000 steps warms up for a tenth of it
     if step < warm:
         return lr * (step + 1) / warm
     return lr * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm))) * 0.9 + lr * 0.1 * (1 - step / steps)
@@ -631,6 +639,18 @@ def spec_eval(target, draft, prompts, n_gen, depths=(3, 5, 7, 15)):
     return out, gen
 
 
+@torch.no_grad()
+def write_probe(path, target, draft, prompt):
+    """The in-memory models' logits on one held-out prompt, for a comparison with `ember logits`
+    (tests/tools/test_train_pair.py): the target's at every position [P, V], and the draft's block
+    [BLOCK - 1, V] that opens with the prompt's last token (context: the positions before it)."""
+    x = prompt[None]
+    h, caps = target(x, capture=set(draft.target_layers))
+    block = draft(target.embed, caps, x, torch.tensor([[x.shape[1] - 1]], device=x.device))
+    np.savez(path, tokens=prompt.cpu().numpy(), target_logits=target.logits(h)[0].cpu().numpy(),
+             draft_logits=block[0, 0].cpu().numpy())
+
+
 def heldout_prompts(held_ids, n, plen, seed):
     rng = np.random.default_rng(seed)
     starts = rng.choice(np.arange(0, len(held_ids) - plen, plen), n, replace=False)
@@ -703,8 +723,9 @@ def cmd_train(a):
     logd["wall_s"]["target"] = round(wt, 1)
     logd["target_loss"] = {"first": round(tl[0], 4), "last100_mean": round(float(np.mean(tl[-100:])), 4),
                            "every100": [round(x, 4) for x in tl[::100]]}
-    ppl, n = perplexity(target, held_ids, cfg["seq"], device)
-    ppl_tr, _ = perplexity(target, train_ids[:len(held_ids)], cfg["seq"], device)
+    ppl_windows = cfg.get("ppl_windows", 256)
+    ppl, n = perplexity(target, held_ids, cfg["seq"], device, ppl_windows)
+    ppl_tr, _ = perplexity(target, train_ids[:len(held_ids)], cfg["seq"], device, ppl_windows)
     logd["target_ppl"] = {"heldout": round(ppl, 3), "train_sample": round(ppl_tr, 3), "heldout_tokens": n}
     log("target held-out ppl %.2f (train %.2f)" % (ppl, ppl_tr))
     kv = {"ember.trained.seed": a.seed, "ember.trained.preset": a.preset,
@@ -751,6 +772,7 @@ def cmd_train(a):
     logd["eval"]["untrained"], _ = spec_eval(target, untrained, hp, a.eval_gen)
     logd["wall_s"]["eval"] = round(time.time() - t, 1)
     log("tau trained %s untrained %s" % (logd["eval"]["trained"]["tau"], logd["eval"]["untrained"]["tau"]))
+    write_probe(os.path.join(a.out, "probe.npz"), target, draft, hp[0])
 
     write_draft(os.path.join(a.out, "draft-q8_0.gguf"), draft,
                 {"name": "ember-trained dflash draft l%d b%d seed %d" % (cfg["draft_layers"], BLOCK, a.seed),
@@ -760,7 +782,7 @@ def cmd_train(a):
                  "kv": kv, "ctx_len": ctx_len})
     logd["files"] = {}
     for f in ("target-q8_0.gguf", "draft-q8_0.gguf", "draft-untrained-q8_0.gguf", "heldout.u32", "tokenizer.model",
-              "train.u32"):
+              "train.u32", "probe.npz"):
         p = os.path.join(a.out, f)
         logd["files"][f] = {"bytes": os.path.getsize(p), "sha256": hashlib.sha256(open(p, "rb").read()).hexdigest()}
     logd["wall_s"]["total"] = round(time.time() - T0, 1)
