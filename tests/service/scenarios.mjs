@@ -586,7 +586,10 @@ scenarios.eval_pr_cli = async (sim) => {
   r = await run(["eval", "--pr", "7", "--config", tok.file, "--post", "--quiet"], { ABGATE_FAKE_EVAL: "crash:0" });
   check(r.code === 3, `an infra error exits 3 (${r.code} ${r.err || ""})`);
   const crashed = sticky(sim, 7);
-  check(crashed.length === 1 && crashed[0].body.includes("the SUT crashed") && !crashed[0].body.includes("404"),
+  // The poster's error reads "github: PATCH /repos/.../check-runs/N → 404 ..."; a bare "404" can be
+  // part of the head sha in the marker (a CI run's sha held "...614040...").
+  check(crashed.length === 1 && crashed[0].body.includes("the SUT crashed") && !crashed[0].body.includes("→ 404") &&
+    !crashed[0].body.includes("github: PATCH"),
     `the comment names the evaluation's error, not the poster's (${crashed[0] && crashed[0].body.slice(0, 300)})`);
   r = await run(["eval", "--config", tok.file]);
   check(r.code === 2, "usage error without --pr");
