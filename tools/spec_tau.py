@@ -87,7 +87,7 @@ def main():
     proc.stdin.close()
     proc.wait(timeout=30)
     tau = tokens / steps if steps else 0.0
-    out = {"target": os.path.basename(a.target), "draft": os.path.basename(a.draft), "prompts": len(prompts), "gen": a.gen, "depth": a.depth or ready["spec"].get("block_size", 16) - 1,
+    out = {"target": os.path.basename(a.target), "draft": os.path.basename(a.draft), "prompts": len(prompts), "seed": a.seed, "gen": a.gen, "depth": a.depth or ready["spec"].get("block_size", 16) - 1,
            "tau": round(tau, 4), "tau_per_prompt": per,
            "decode_ms_plain": round(ms[0], 2), "decode_ms_spec": round(ms[1], 2),
            "spec_speedup": round(ms[0] / ms[1], 3) if ms[1] > 0 else None, "spec_mismatches": mismatches}

@@ -64,12 +64,24 @@ PRESETS = {
                    seq=256, batch=64, steps=1000, lr=3e-3,
                    gen_prompts=16384, prompt_len=64, gen_len=128, prompt_noise=0.15,
                    draft_layers=3, draft_steps=6000, draft_batch=64, draft_anchors=16, draft_lr=2e-3),
+    # gpu64b's target with a stronger draft: gpu64c mixes the target's distribution into the labels
+    # (draft_soft, half of the loss) on twice the greedy data; gpu64d adds a fourth draft layer.
+    "gpu64c": dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_vocab=2048,
+                   seq=256, batch=64, steps=1000, lr=3e-3,
+                   gen_prompts=32768, prompt_len=64, gen_len=128, prompt_noise=0.15,
+                   draft_layers=3, draft_steps=8000, draft_batch=64, draft_anchors=16, draft_lr=2e-3,
+                   draft_soft=0.5),
+    "gpu64d": dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_vocab=2048,
+                   seq=256, batch=64, steps=1000, lr=3e-3,
+                   gen_prompts=32768, prompt_len=64, gen_len=128, prompt_noise=0.15,
+                   draft_layers=4, draft_steps=8000, draft_batch=64, draft_anchors=16, draft_lr=2e-3,
+                   draft_soft=0.5),
     # CI's end-to-end run on the CPU (tests/tools/test_train_pair.py, ~45 s on 2 cores): gpu64b's head_dim-64
     # 4/2 GQA shapes, tiny; vocab 512 (sentencepiece needs 395 here: 256 bytes, 4 reserved, the characters).
     "smoke": dict(n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=256, n_vocab=512,
                   seq=128, batch=4, steps=60, lr=3e-3,
                   gen_prompts=64, prompt_len=64, gen_len=48, prompt_noise=0.15, ppl_windows=16,
-                  draft_layers=2, draft_steps=60, draft_batch=4, draft_anchors=4, draft_lr=2e-3),
+                  draft_layers=2, draft_steps=60, draft_batch=4, draft_anchors=4, draft_lr=2e-3, draft_soft=0.5),
 }
 BLOCK = 16
 RMS_EPS = 1e-6
@@ -549,18 +561,30 @@ def greedy(target, prompts, n_gen, batch=1024):
     return torch.cat(out)
 
 
-def draft_loss(draft, target, seqs, anchors, weights):
+def draft_loss(draft, target, seqs, anchors, weights, soft=0.0):
+    """Weighted block loss. soft > 0 mixes in the cross-entropy against the target's own
+    distribution at the position before each label (what the greedy label is the argmax of):
+    (1 - soft) * CE(hard label) + soft * CE(target softmax)."""
     with torch.no_grad():
-        _, caps = target(seqs, capture=set(draft.target_layers))
+        hid, caps = target(seqs, capture=set(draft.target_layers))
     logits = draft(target.embed.detach(), caps, seqs, anchors)                 # [B, N, 15, V]
     lab_idx = anchors[:, :, None] + torch.arange(1, BLOCK, device=seqs.device)
     labels = torch.gather(seqs, 1, lab_idx.flatten(1)).view_as(lab_idx)
     ce = F.cross_entropy(logits.flatten(0, 2), labels.flatten(), reduction="none").view_as(labels)
+    if soft > 0:
+        with torch.no_grad():
+            B, N, K = lab_idx.shape
+            prev = torch.gather(hid, 1, (lab_idx - 1).flatten(1)[:, :, None].expand(-1, -1, hid.shape[-1]))
+            probs = torch.softmax(target.logits(prev), -1).view(B, N, K, -1)
+        ce_soft = -(probs * torch.log_softmax(logits, -1)).sum(-1)
+        ce = (1 - soft) * ce + soft * ce_soft
     acc = (logits.argmax(-1) == labels).float().mean().item()
     return (ce * weights).sum() / (weights.sum() * ce.shape[0] * ce.shape[1]), acc
 
 
-def train_draft(cfg, target, seqs, prompt_len, mask_id, seed, device, steps_override=None):
+def train_draft(cfg, target, seqs, prompt_len, mask_id, seed, device, steps_override=None, time_s=None):
+    """time_s: a wall-clock budget for the loop; after 50 steps the step count is cut to what fits
+    (the lr schedule follows the new count), so a shared GPU ends the run with a finished schedule."""
     tl = default_layers(N_TARGET_LAYERS, cfg["n_layer"])
     draft = Draft(cfg, cfg["draft_layers"], tl, mask_id, seed + 1).to(device)
     untrained = Draft(cfg, cfg["draft_layers"], tl, mask_id, seed + 1)
@@ -573,14 +597,21 @@ def train_draft(cfg, target, seqs, prompt_len, mask_id, seed, device, steps_over
     Lseq = seqs.shape[1]
     weights = torch.exp(-torch.arange(0, BLOCK - 1, dtype=torch.float32) / LOSS_GAMMA).to(device)
     losses, accs, t0 = [], [], time.time()
-    for step in range(steps):
+    soft = cfg.get("draft_soft", 0.0)
+    step = 0
+    while step < steps:
+        if time_s and step == 50:
+            fit = int(time_s / ((time.time() - t0) / 50))
+            if fit < steps:
+                log("draft: %d steps fit in %.0fs (preset %d)" % (max(fit, 100), time_s, steps))
+                steps = max(fit, 100)
         rows = rng.integers(0, seqs.shape[0], size=bs)
         # anchors: the last prompt token .. so that the block's labels stay inside the sequence
         anchors = np.stack([np.sort(rng.choice(np.arange(prompt_len - 1, Lseq - BLOCK + 1), N, replace=False))
                             for _ in range(bs)])
         for gparam in opt.param_groups:
             gparam["lr"] = lr_at(step, steps, cfg["draft_lr"])
-        loss, acc = draft_loss(draft, target, seqs[rows], torch.tensor(anchors, device=device), weights)
+        loss, acc = draft_loss(draft, target, seqs[rows], torch.tensor(anchors, device=device), weights, soft)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -589,6 +620,7 @@ def train_draft(cfg, target, seqs, prompt_len, mask_id, seed, device, steps_over
         accs.append(acc)
         if step % 100 == 0 or step == steps - 1:
             log("draft step %d/%d loss %.4f slot-acc %.3f (%.0fs)" % (step, steps, loss.item(), acc, time.time() - t0))
+        step += 1
     return draft, untrained.to(device), losses, accs, time.time() - t0
 
 
@@ -752,8 +784,13 @@ def cmd_train(a):
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    draft_time = a.draft_time
+    if a.time_budget:   # what is left of the whole run's budget, less a reserve for evaluation and files
+        left = a.time_budget - (time.time() - T0) - 30
+        draft_time = min(draft_time or left, left)
+        logd["time_budget_s"] = a.time_budget
     draft, untrained, dl, da, wd = train_draft(cfg, target, seqs, cfg["prompt_len"], mask_id, a.seed, device,
-                                               a.draft_steps)
+                                               a.draft_steps, draft_time)
     torch.backends.cuda.matmul.allow_tf32 = False
     round_q8_(draft)
     round_q8_(untrained)
@@ -762,7 +799,7 @@ def cmd_train(a):
         torch.backends.cuda.matmul.allow_tf32 = False
     logd["wall_s"]["draft"] = round(wd, 1)
     logd["draft_loss"] = {"first": round(dl[0], 4), "last100_mean": round(float(np.mean(dl[-100:])), 4),
-                          "slot_acc_last100": round(float(np.mean(da[-100:])), 4),
+                          "slot_acc_last100": round(float(np.mean(da[-100:])), 4), "steps_run": len(dl),
                           "every100": [round(x, 4) for x in dl[::100]]}
 
     t = time.time()
@@ -819,6 +856,11 @@ def add_train_args(p):
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--target-steps", type=int, default=None)
     p.add_argument("--draft-steps", type=int, default=None)
+    p.add_argument("--draft-time", type=float, default=None,
+                   help="wall-clock budget (s) for the draft loop: its step count is cut to fit after 50 steps")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="wall-clock budget (s) for the whole train command: the draft loop gets what the target "
+                        "and the greedy data leave, less 30 s")
     p.add_argument("--gen-prompts", type=int, default=None, help="override the preset's greedy data size")
     p.add_argument("--eval-prompts", type=int, default=64)
     p.add_argument("--eval-prompt-len", type=int, default=64)
