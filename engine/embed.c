@@ -297,6 +297,8 @@ int ember_embed_write(const struct ember_embed_config *c, const char *path, cons
 		                       c->shape);
 	if ((c->source_draft != NULL) != (draft_path != NULL))
 		return ember_error_set(EMBER_ERROR, "embed: a draft needs both its source and an output file");
+	if (!path && !draft_path)
+		return ember_error_set(EMBER_ERROR, "embed: nothing to write (no target and no draft output)");
 	if ((error = ember_model_load(&target, c->source)))
 		return error;
 	if (c->source_draft && (error = ember_draft_load(&draft, c->source_draft, target)))
@@ -319,7 +321,7 @@ int ember_embed_write(const struct ember_embed_config *c, const char *path, cons
 	const float eps = hp->rms_eps * (float)hp->n_embd / (float)big->n_embd;
 	const float theta = (float)pow((double)hp->rope_theta, (double)big->head_dim / hp->head_dim);
 	snprintf(name, sizeof(name), "%.100s, embedded in %s", target->name, big->name);
-	if ((error = write_one(&j, c, path, name, eps, theta, target->name)))
+	if (path && (error = write_one(&j, c, path, name, eps, theta, target->name)))
 		goto cleanup;
 	if (draft) {
 		const struct ember_hparams *dh = &draft->hp;

@@ -36,8 +36,8 @@ struct ember_embed_config {
 	void *payload;
 };
 
-/* Writes the embedded target to `path` and, with config->source_draft, the embedded draft to
- * `draft_path` (each created or truncated, removed again on failure). Errors name what does not
+/* Writes the embedded target to `path` (NULL: the draft only) and, with config->source_draft, the
+ * embedded draft to `draft_path` (each created or truncated, removed again on failure). Errors name what does not
  * fit (a smaller shape, a KV layout the big heads cannot hold, a tied big head for an untied
  * small one). */
 int ember_embed_write(const struct ember_embed_config *config, const char *path, const char *draft_path);

@@ -65,7 +65,7 @@ static const char *usage_serve =
 static const char *usage_gen =
 	"usage: ember gen --shape NAME --quant TYPE --seed N -o FILE [--threads N]\n"
 	"       ember gen --draft-for NAME --layers N --block B --seed N -o FILE [--target-layers K] [--quant TYPE]\n"
-	"       ember gen --embed SMALL.gguf --shape NAME --quant TYPE -o FILE [--embed-draft DRAFT.gguf --draft-out F]\n"
+	"       ember gen --embed SMALL.gguf --shape NAME --quant TYPE [-o FILE] [--embed-draft DRAFT.gguf --draft-out F]\n"
 	"\n"
 	"  --shape   tiny, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b\n"
 	"  --quant   f16, bf16, q8_0, q4_k_m (llama.cpp's mix), q6_k (f32 for tests)\n"
@@ -76,7 +76,8 @@ static const char *usage_gen =
 	"               no token_embd/output (shared from the target); --quant defaults to f16\n"
 	"  --embed   a small Qwen3 model written at shape NAME with the same function (zero padding, norms,\n"
 	"            RoPE base and KV heads compensated; engine/embed.h): real-shape kernels, a trained\n"
-	"            model's greedy output; --embed-draft also writes its DFlash draft to --draft-out\n";
+	"            model's greedy output; --embed-draft also writes its DFlash draft to --draft-out\n"
+	"            (without -o: the draft only, e.g. for a suite's models[].draft.generate)\n";
 
 static const char *usage_info =
 	"usage: ember info FILE [--probe N] [--threads N]\n"
@@ -308,9 +309,10 @@ static void gen_progress(void *payload, uint64_t done, uint64_t total)
 static int gen_embed(const struct ember_gen_config *c, const char *embed, const char *embed_draft, const char *draft_out,
                      const char *out, int other_options, double *last)
 {
-	if (!embed || !c->shape || !c->quant || !out || other_options || (embed_draft != NULL) != (draft_out != NULL)) {
+	if (!embed || !c->shape || !c->quant || (!out && !draft_out) || other_options ||
+	    (embed_draft != NULL) != (draft_out != NULL)) {
 		fprintf(stderr, "ember gen: --embed needs --shape, --quant and -o (no --seed, no --draft-for), and "
-		        "--embed-draft goes with --draft-out\n\n%s", usage_gen);
+		        "--embed-draft goes with --draft-out (-o may then be left out: the draft only)\n\n%s", usage_gen);
 		return 2;
 	}
 	struct ember_embed_config ec = {.source = embed, .source_draft = embed_draft, .shape = c->shape, .quant = c->quant,
@@ -319,8 +321,8 @@ static int gen_embed(const struct ember_gen_config *c, const char *embed, const 
 		fprintf(stderr, "ember gen: %s\n", ember_error_last());
 		return 1;
 	}
-	fprintf(stderr, "ember gen: wrote %s (%s embedded in %s, %s)%s%s\n", out, embed, c->shape, c->quant,
-	        draft_out ? " and the draft " : "", draft_out ? draft_out : "");
+	fprintf(stderr, "ember gen: wrote %s (%s embedded in %s, %s)%s%s\n", out ? out : "no target", embed, c->shape,
+	        c->quant, draft_out ? " and the draft " : "", draft_out ? draft_out : "");
 	return 0;
 }
 

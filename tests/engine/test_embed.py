@@ -7,9 +7,10 @@ shape must compute the small model's function (engine/embed.h).
    vocabulary and the draft's block logits agree to 1e-4 (float sums in another order), the
    logits of every id past the small vocabulary are exactly 0, every argmax is the same, and
    speculative decoding through the embedded pair gives the small pair's tokens and stats.
-2. The shipped trained pair (guards/trained/, head_dim 32 into 128: attn_output's blocks are
-   re-quantized), on 128 held-out tokens: the same argmax at every position and logits within 1%
-   of their range (measured: 0.2%).
+2. The shipped trained pair (guards/trained/, head_dim 64 into 128: every Q8_0 block is kept, as
+   in 1), on 128 held-out tokens: the same argmax at every position and logits within 1e-4 of their
+   range (measured: 6.2e-7 for the target, 3.3e-7 for the draft).
+   The draft written alone (no -o) is byte-identical to the one written with its target.
 3. What does not fit is refused: a model into a smaller shape, a draft without its output file.
 Exits 77 (CTest skip) without numpy.
 usage: test_embed.py EMBER_BINARY SOURCE_ROOT
@@ -120,13 +121,20 @@ def main():
         run(ember, "gen", "--embed", os.path.join(g, "target-q8_0.gguf"), "--embed-draft",
             os.path.join(g, "draft-q8_0.gguf"), "--draft-out", p("tdraft.gguf"), "--shape", "qwen3-0.6b", "--quant",
             "q8_0", "-o", p("trained.gguf"))
+        # the draft alone (no -o: what a suite's models[].draft.generate runs) is the same file
+        run(ember, "gen", "--embed", os.path.join(g, "target-q8_0.gguf"), "--embed-draft",
+            os.path.join(g, "draft-q8_0.gguf"), "--draft-out", p("tdraft-only.gguf"), "--shape", "qwen3-0.6b",
+            "--quant", "q8_0")
+        with open(p("tdraft.gguf"), "rb") as f1, open(p("tdraft-only.gguf"), "rb") as f2:
+            check(f1.read() == f2.read(), "the draft written alone differs from the one written with its target")
+        os.unlink(p("tdraft-only.gguf"))
         held = np.fromfile(os.path.join(g, "heldout.u32"), dtype="<u4")[1000:1128].tolist()
         compare(np, logits(np, ember, os.path.join(g, "target-q8_0.gguf"), held, p("ta.npy")),
-                logits(np, ember, p("trained.gguf"), held, p("tb.npy")), "trained target in qwen3-0.6b", rel_tol=0.01)
+                logits(np, ember, p("trained.gguf"), held, p("tb.npy")), "trained target in qwen3-0.6b", rel_tol=1e-4)
         compare(np, logits(np, ember, os.path.join(g, "target-q8_0.gguf"), held, p("tda.npy"),
                            os.path.join(g, "draft-q8_0.gguf")),
                 logits(np, ember, p("trained.gguf"), held, p("tdb.npy"), p("tdraft.gguf")),
-                "trained draft in qwen3-0.6b", rel_tol=0.01)
+                "trained draft in qwen3-0.6b", rel_tol=1e-4)
 
         r = run(ember, "gen", "--embed", p("trained.gguf"), "--shape", "tiny", "--quant", "q8_0", "-o", p("x.gguf"),
                 ok=False)
