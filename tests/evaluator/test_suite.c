@@ -135,6 +135,34 @@ static void test_suite_cpu_json(void)
 	ab_suite_free(suite);
 }
 
+/* Every suite the repository ships loads; the spec suites give each model a draft, and the GPU
+ * spec suite generates its pairs from the shipped trained files (ember gen --embed). */
+static void test_suite_shipped(void)
+{
+	static const char *const names[] = { "cpu", "default", "gpu-quick", "spec-cpu", "spec-gpu" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[1100];
+		struct ab_suite *suite = NULL;
+		snprintf(path, sizeof(path), "%s/guards/%s.json", source_dir, names[i]);
+		if (ab_suite_load_file(&suite, path) != 0) {
+			fprintf(stderr, "%s: %s\n", path, ab_error_last());
+			CHECK(0);
+			continue;
+		}
+		if (strncmp(names[i], "spec-", 5) == 0) {
+			CHECK(suite->spec.count == 2 && suite->spec.prompts != NULL);
+			for (int m = 0; m < suite->model_count; m++)
+				CHECK(suite->models[m].has_draft);
+		}
+		if (strcmp(names[i], "spec-gpu") == 0) {
+			CHECK(suite->model_count == 2);
+			for (int m = 0; m < suite->model_count; m++)
+				CHECK(suite->models[m].generate.argc > 0 && suite->models[m].draft.generate.argc > 0);
+		}
+		ab_suite_free(suite);
+	}
+}
+
 static void test_suite_round_trip(void)
 {
 	struct ab_suite *a = NULL, *b = NULL;
@@ -506,7 +534,7 @@ static void test_suite_openai(void)
 int main(int argc, char **argv)
 {
 	static const struct tu_case cases[] = {
-		{ "cpu_json", test_suite_cpu_json }, { "round_trip", test_suite_round_trip },
+		{ "cpu_json", test_suite_cpu_json }, { "shipped", test_suite_shipped }, { "round_trip", test_suite_round_trip },
 		{ "defaults_and_build_hash", test_suite_defaults_and_build_hash }, { "errors", test_suite_errors },
 		{ "references", test_suite_references }, { "files", test_suite_files }, { "spec", test_suite_spec },
 		{ "openai", test_suite_openai },
