@@ -50,7 +50,9 @@ archive() {
 [ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH=$CARRY/lib:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-# ember's build needs jansson's headers; the GPU image has only the runtime.
+# ember's build needs jansson's headers; the GPU image has only the runtime. Sandboxed, the prefix
+# must be outside /tmp (the sandbox's /tmp is its own) and is made visible below.
+[ -n "${NO_SANDBOX:-}" ] || export JANSSON_ROOT=${JANSSON_ROOT:-/opt/abgate-jansson}
 gpu_jansson_setup "$CARRY/deb"
 log "$GPU_JANSSON_MSG"
 # The PR's build and SUT run under bubblewrap unless NO_SANDBOX=1 (then every report says so).
@@ -61,6 +63,25 @@ if [ -n "${NO_SANDBOX:-}" ]; then
 else
 	gpu_bwrap_setup "$CARRY/deb-bwrap"
 	log "sandbox: $GPU_BWRAP_MSG"
+	# The box's toolchain is outside /usr (cmake and python in /opt/torch/.venv, gcc in /opt/gcc):
+	# every PATH directory the sandbox would not see is bound read-only (a /opt one by its top
+	# directory), with the jansson prefix, and pkg-config's path is passed in (abgate's sandbox
+	# config: ro_paths, env).
+	ro=() seen=" "
+	[ -d "${JANSSON_ROOT:-}" ] && ro+=("$JANSSON_ROOT")
+	IFS=: read -r -a path_dirs <<<"$PATH"
+	for p in "${path_dirs[@]}"; do
+		case $p in /usr|/usr/*|/bin|/sbin|/tmp|/tmp/*|"") continue ;; /opt/*) p=/opt/$(echo "${p#/opt/}" | cut -d/ -f1) ;; esac
+		[ -d "$p" ] && [ "${seen#* $p }" = "$seen" ] && { ro+=("$p"); seen="$seen$p "; }
+	done
+	SB_CONFIG=$WORK/sandbox-config.json
+	python3 - "$SB_CONFIG" "${ro[@]}" <<'PY'
+import json, sys
+env = "CUDA_VISIBLE_DEVICES,NVIDIA_VISIBLE_DEVICES,CUDA_HOME,CUDACXX,LD_LIBRARY_PATH,SOURCE_DATE_EPOCH,PKG_CONFIG_PATH"
+json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env": env.split(",")}}, open(sys.argv[1], "w"), indent=1)
+PY
+	sandbox_args=(--config "$SB_CONFIG")
+	log "sandbox: read-only extras ${ro[*]:-none}; config $SB_CONFIG"
 fi
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"

@@ -25,12 +25,13 @@ gen() {
 
 # gpu_jansson_setup DEB_DIR: ember's build needs jansson's headers and the GPU image has only the
 # runtime. Debian packages carried in DEB_DIR (apt-get download libjansson-dev
-# libjansson4, as ci/gpu-pack.sh does) are unpacked into a private prefix that pkg-config and the
+# libjansson4, as ci/gpu-pack.sh does) are unpacked into a private prefix ($JANSSON_ROOT, default
+# /tmp/jansson-root) that pkg-config and the
 # loader are pointed at. Does nothing when jansson is installed or no packages were carried.
 #   usage: gpu_jansson_setup DEB_DIR; echo "$GPU_JANSSON_MSG"
 # (call it in the current shell, not in $(...): it exports PKG_CONFIG_PATH and LD_LIBRARY_PATH)
 gpu_jansson_setup() {
-	local deb_dir=$1 root=/tmp/jansson-root d
+	local deb_dir=$1 root=${JANSSON_ROOT:-/tmp/jansson-root} d
 	GPU_JANSSON_MSG="jansson is installed"
 	pkg-config --exists jansson 2>/dev/null && return 0
 	GPU_JANSSON_MSG="jansson headers missing and no packages in $deb_dir"
