@@ -64,18 +64,6 @@ PRESETS = {
                    seq=256, batch=64, steps=1000, lr=3e-3,
                    gen_prompts=16384, prompt_len=64, gen_len=128, prompt_noise=0.15,
                    draft_layers=3, draft_steps=6000, draft_batch=64, draft_anchors=16, draft_lr=2e-3),
-    # gpu64b's target with a stronger draft: gpu64c mixes the target's distribution into the labels
-    # (draft_soft, half of the loss) on twice the greedy data; gpu64d adds a fourth draft layer.
-    "gpu64c": dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_vocab=2048,
-                   seq=256, batch=64, steps=1000, lr=3e-3,
-                   gen_prompts=32768, prompt_len=64, gen_len=128, prompt_noise=0.15,
-                   draft_layers=3, draft_steps=8000, draft_batch=64, draft_anchors=16, draft_lr=2e-3,
-                   draft_soft=0.5),
-    "gpu64d": dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_vocab=2048,
-                   seq=256, batch=64, steps=1000, lr=3e-3,
-                   gen_prompts=32768, prompt_len=64, gen_len=128, prompt_noise=0.15,
-                   draft_layers=4, draft_steps=8000, draft_batch=64, draft_anchors=16, draft_lr=2e-3,
-                   draft_soft=0.5),
     # CI's end-to-end run on the CPU (tests/tools/test_train_pair.py, ~45 s on 2 cores): gpu64b's head_dim-64
     # 4/2 GQA shapes, tiny; vocab 512 (sentencepiece needs 395 here: 256 bytes, 4 reserved, the characters).
     "smoke": dict(n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=256, n_vocab=512,
@@ -83,6 +71,10 @@ PRESETS = {
                   gen_prompts=64, prompt_len=64, gen_len=48, prompt_noise=0.15, ppl_windows=16,
                   draft_layers=2, draft_steps=60, draft_batch=4, draft_anchors=4, draft_lr=2e-3, draft_soft=0.5),
 }
+# gpu64b's target with a stronger draft: gpu64c mixes the target's distribution into the labels
+# (draft_soft, half of the loss) on twice the greedy data; gpu64d adds a fourth draft layer.
+PRESETS["gpu64c"] = dict(PRESETS["gpu64b"], gen_prompts=32768, draft_steps=8000, draft_soft=0.5)
+PRESETS["gpu64d"] = dict(PRESETS["gpu64c"], draft_layers=4)
 BLOCK = 16
 RMS_EPS = 1e-6
 ROPE_THETA = 10000.0
@@ -603,7 +595,7 @@ def train_draft(cfg, target, seqs, prompt_len, mask_id, seed, device, steps_over
         if time_s and step == 50:
             fit = int(time_s / ((time.time() - t0) / 50))
             if fit < steps:
-                log("draft: %d steps fit in %.0fs (preset %d)" % (max(fit, 100), time_s, steps))
+                log("draft: %d steps fit in the %.0fs left (preset %d; at least 100)" % (max(fit, 100), max(time_s, 0), steps))
                 steps = max(fit, 100)
         rows = rng.integers(0, seqs.shape[0], size=bs)
         # anchors: the last prompt token .. so that the block's labels stay inside the sequence
