@@ -140,30 +140,41 @@ static int prompt_make(struct ab_measure_loop *L, const char *model, const char 
 	return 0;
 }
 
-/* Fences: a FENCE_TOKENS-token, one-token request; returns its time (write -> done) in *out_ms. */
+/* Fences: a FENCE_TOKENS-token, one-token request; returns its time (write -> done) in *out_ms and,
+ * when t_write_ns is not NULL, the time its request was written. */
 struct fence {
 	uint32_t ids[FENCE_TOKENS];
 	double floor_ms;
 };
 
-static int fence_run(double *out_ms, struct fence *f, ab_sut *sut, struct ab_sut_fault *fault)
+static int fence_run(double *out_ms, int64_t *t_write_ns, struct fence *f, ab_sut *sut,
+	struct ab_sut_fault *fault)
 {
 	struct ab_sut_gen gen = { 0 };
 	if (ab_sut_generate(&gen, fault, sut, (const int32_t *)f->ids, FENCE_TOKENS, 1, 0) < 0)
 		return -1;
 	*out_ms = (gen.t_done_ns - gen.t_write_ns) / 1e6;
+	if (t_write_ns != NULL)
+		*t_write_ns = gen.t_write_ns;
 	ab_sut_gen_clear(&gen);
 	return 0;
 }
 
-/* The work found left over by the fence after a decode request, in ms (0: none beyond the slack). */
-static int fence_deferred(double *out_ms, struct fence *f, ab_sut *sut, struct ab_sut_fault *fault)
+/* The work found left over by the fence after a decode request whose done event was read at
+ * t_done_ns, in ms (0: none beyond the slack). A fence that finds the engine still busy means it was
+ * busy since its done line, so the harness's own time between reading that line and writing the
+ * fence counts as well: under load that turnaround is a few percent of a short decode, and an
+ * engine that answers early must not pocket it. */
+static int fence_deferred(double *out_ms, struct fence *f, ab_sut *sut, int64_t t_done_ns,
+	struct ab_sut_fault *fault)
 {
 	double ms;
-	if (fence_run(&ms, f, sut, fault) < 0)
+	int64_t t_write = 0;
+	if (fence_run(&ms, &t_write, f, sut, fault) < 0)
 		return -1;
 	double over = ms - (1.1 * f->floor_ms + FENCE_SLACK_MS);
-	*out_ms = over > 0 ? over : 0;
+	double gap = t_write > t_done_ns ? (t_write - t_done_ns) / 1e6 : 0;
+	*out_ms = over > 0 ? over + gap : 0;
 	return 0;
 }
 
@@ -358,7 +369,7 @@ static int spec_run(struct ab_measure_loop *L, struct ab_sample *v, ab_sut *sut,
 				int speculative = k == 0 ? first : 1 - first;
 				if (ab_sut_generate(&gen[speculative], fault, sut, (const int32_t *)L->prompt, ctx,
 					spec->gen_tokens, speculative) < 0 ||
-				    fence_deferred(&deferred[speculative], fence, sut, fault) < 0)
+				    fence_deferred(&deferred[speculative], fence, sut, gen[speculative].t_done_ns, fault) < 0)
 					goto cleanup;
 			}
 			ab_measure_tally(&e->compared, &e->identical, &e->first_diff, &e->diff_ctx, &e->diff_pair,
@@ -433,7 +444,7 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 	}
 	for (int k = 0; k < FENCE_CALIBRATE; k++) {
 		double ms;
-		if (fence_run(&ms, &fence, sut, fault) < 0)
+		if (fence_run(&ms, NULL, &fence, sut, fault) < 0)
 			goto cleanup;
 		if (k > 0 && ms < fence.floor_ms)
 			fence.floor_ms = ms;
@@ -466,7 +477,7 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 			double deferred = 0;
 			if (prompt_make(L, model_name, NULL, r, s->ctx, pair, vocab, fault) < 0 ||
 			    ab_sut_generate(&gen, fault, sut, (const int32_t *)L->prompt, s->ctx, max_tokens, 0) < 0 ||
-			    (s->decode && fence_deferred(&deferred, &fence, sut, fault) < 0))
+			    (s->decode && fence_deferred(&deferred, &fence, sut, gen.t_done_ns, fault) < 0))
 				goto cleanup;
 			if (t_start == 0)
 				t_start = gen.t_write_ns;
