@@ -58,6 +58,8 @@ static void read_options(struct cuda_options *o)
 	o->gemv_ring = env_int("EMBER_GEMV_RING", 3);
 	o->gemv_ctas = env_int("EMBER_GEMV_CTAS", 0);
 	o->verify = env_int("EMBER_VERIFY", 1) != 0;
+	o->gemm_bucket = env_int("EMBER_GEMM_BUCKET", 64);
+	o->prefill_warm = env_int("EMBER_PREFILL_WARM", 1) != 0;
 }
 
 static int cuda_available(char *why, size_t why_len)
@@ -479,9 +481,16 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	memset(be->h_state, 0, sizeof(*be->h_state));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->state, 0, sizeof(struct ember_decode_state), be->stream));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->counters, 0, (size_t)hp->n_head_kv * 4, be->stream));
+	/* The rows past a request's count that a bucketed GEMM reads: defined values, never NaN noise. */
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_x, 0, B * E * 4, be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_xn, 0, B * E * 2, be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_attn, 0, B * qd * 2, be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_h, 0, B * F * 2, be->stream));
 	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
 	cudaFree(staging);
 	staging = NULL;
+	if ((error = ember_cuda_prefill_warm(be)))
+		goto cleanup;
 	*out = be;
 	be = NULL;
 	error = 0;

@@ -31,7 +31,21 @@ struct cuda_options {
 	int gemv_ctas;     /* EMBER_GEMV_CTAS: its CTAs per SM at most (0 = as many as fit) */
 	int verify;        /* EMBER_VERIFY: all-rows forwards of 2..16 tokens run the verify window,
 	                      bit-identical to decode steps (default 1); 0 = the batched prefill */
+	int gemm_bucket;   /* EMBER_GEMM_BUCKET: prefill GEMM row counts rounded up to a multiple of this
+	                      (default 64; 0 or 1 = the exact count), so few shapes exist */
+	int prefill_warm;  /* EMBER_PREFILL_WARM: run every bucketed GEMM shape and one full chunk at
+	                      create, so no request pays cuBLAS's first use of a shape (default 1) */
 };
+
+/* The row count a GEMM over n rows runs with: n rounded up to the bucket, within the cap rows its
+ * buffers hold (n itself when it does not fit or is 1). */
+static inline int cuda_gemm_rows(int bucket, int n, int cap)
+{
+	if (bucket <= 1 || n <= 1)
+		return n;
+	const int r = (n + bucket - 1) / bucket * bucket;
+	return r <= cap ? r : (n > cap ? n : cap);
+}
 
 /* One weight matrix as the GPU keeps it. */
 struct cuda_matrix {
@@ -105,6 +119,7 @@ struct ember_backend {
 	float *cap;
 
 	size_t bytes_weights, bytes_f16, bytes_kv, bytes_scratch;
+	double warm_ms;              /* the create-time prefill warm-up (EMBER_PREFILL_WARM) */
 
 	struct cuda_draft *draft;    /* the attached DFlash draft (cuda_draft.c), or NULL */
 };
@@ -135,5 +150,8 @@ void ember_cuda_draft_free(struct cuda_draft *dr);
 int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,
                        float *logits, int32_t *argmax);
 int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, int n_steps, int32_t *out_tokens);
+/* The create-time warm-up of the prefill (EMBER_PREFILL_WARM): each bucketed GEMM shape once and
+ * one full chunk through the layers; leaves the cache empty. Sets be->warm_ms. */
+int ember_cuda_prefill_warm(struct ember_backend *be);
 
 #endif

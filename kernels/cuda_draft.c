@@ -295,6 +295,8 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 		goto cleanup;
 	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->kv, 0, (size_t)hp->n_layer * 2 * hp->n_head_kv * dr->cap * hd * 2, be->stream));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->qkv, 0, R * ldq * 4, be->stream)); /* commit leaves the q columns unwritten */
+	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->feat16, 0, R * ncap * E * 2, be->stream)); /* bucketed GEMMs read past n */
+	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->xn, 0, R * E * 2, be->stream));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->counters, 0, (size_t)B * hp->n_head_kv * 4, be->stream));
 	CUDA_CHECK_GOTO(cudaMallocHost((void **)&dr->h_io, sizeof(*dr->h_io)));
 	memset(dr->h_io, 0, sizeof(*dr->h_io));
@@ -317,6 +319,18 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 		CUDA_CHECK_GOTO(cudaMemcpyAsync(dr->rope_cos, c, n * 4, cudaMemcpyHostToDevice, be->stream));
 		CUDA_CHECK_GOTO(cudaMemcpyAsync(dr->rope_sin, s, n * 4, cudaMemcpyHostToDevice, be->stream));
 	}
+	/* The commit's GEMM shapes once each (EMBER_PREFILL_WARM), as the target's prefill warm-up does:
+	 * every bucketed row count up to its scratch rows, and one row. */
+	if (be->opt.prefill_warm && be->opt.gemm_bucket > 1 && hp->n_layer > 0)
+		for (int n = 1;; n = n == 1 ? be->opt.gemm_bucket : n + be->opt.gemm_bucket) {
+			const int ng = n < dr->rows ? n : dr->rows;
+			if ((error = ember_gemm_f16(be->cublas, dr->fc, dr->feat16, dr->x, E, ng, ncap * E, E, 0.0f)) ||
+			    (error = ember_gemm_f16(be->cublas, (const char *)dr->layers[0].qkv + (size_t)qd * E * 2, dr->xn,
+			                            dr->qkv + qd, 2 * kvd, ng, E, ldq, 0.0f)))
+				goto cleanup;
+			if (ng == dr->rows)
+				break;
+		}
 	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
 	be->draft = dr;
 	dr = NULL;
@@ -354,17 +368,18 @@ int ember_cuda_draft_commit(struct ember_backend *be, int pos, int n_rows)
 	dr->ctx_len = pos; /* the rollback: anything after pos is overwritten below or never read */
 	for (int c0 = 0; c0 < n_rows; c0 += dr->rows) {
 		const int n = n_rows - c0 < dr->rows ? n_rows - c0 : dr->rows, p0 = pos + c0;
+		const int ng = cuda_gemm_rows(be->opt.gemm_bucket, n, dr->rows); /* rows past n: scratch */
 		const float *src = be->cap + (size_t)(p0 - be->cap_pos) * ncap * E;
 		/* context feature = hidden_norm(fc(concatenated target layers)), fp16 for the k/v GEMMs */
 		if ((rc = ember_f16_from_f32(dr->feat16, src, (size_t)n * ncap * E, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, dr->fc, dr->feat16, dr->x, E, n, ncap * E, E, 0.0f)) ||
+		    (rc = ember_gemm_f16(be->cublas, dr->fc, dr->feat16, dr->x, E, ng, ncap * E, E, 0.0f)) ||
 		    (rc = ember_rmsnorm_rows(dr->xn, dr->x, dr->hidden_norm, n, E, hp->rms_eps, st)))
 			return rc;
 		for (int l = 0; l < hp->n_layer; l++) {
 			const struct cuda_draft_layer *L = &dr->layers[l];
 			/* only the k and v rows of the fused weight; q columns of dr->qkv stay as they are */
 			if ((rc = ember_gemm_f16(be->cublas, (const char *)L->qkv + (size_t)qd * E * 2, dr->xn, dr->qkv + qd,
-			                         2 * kvd, n, E, ldq, 0.0f)))
+			                         2 * kvd, ng, E, ldq, 0.0f)))
 				return rc;
 			struct ember_qk_rope_args r = {dr->qkv, L->q_norm, L->k_norm, hp->rms_eps, dr->rope_cos, dr->rope_sin,
 			                               n, p0, hp->n_head, hp->n_head_kv, hp->head_dim, dr->cap, dr->q_scratch,

@@ -6,6 +6,7 @@
  * a greedy run replays it with no host round trip per token; and the batched prefill (cuBLAS GEMMs
  * on fp16 weights, flash attention), chunked so long prompts fit.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn_decode.cuh"
@@ -205,9 +206,10 @@ static int prefill_logits(struct ember_backend *be, int first, int rows, float *
 	int rc;
 	for (int r0 = 0; r0 < rows; r0 += be->logit_rows) {
 		const int n = rows - r0 < be->logit_rows ? rows - r0 : be->logit_rows;
+		const int ng = cuda_gemm_rows(be->opt.gemm_bucket, n, be->logit_rows);
 		if ((rc = ember_rmsnorm_rows(be->p_xn, be->p_x + (size_t)(first + r0) * E, be->output_norm, n, E, hp->rms_eps, be->stream)))
 			return rc;
-		if ((rc = ember_gemm_f16(be->cublas, be->f16_head, be->p_xn, be->p_logits, V, n, E, V, 0.0f)))
+		if ((rc = ember_gemm_f16(be->cublas, be->f16_head, be->p_xn, be->p_logits, V, ng, E, V, 0.0f)))
 			return rc;
 		if (logits)
 			CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)(dst_row + r0) * V, be->p_logits, (size_t)n * V * 4,
@@ -223,11 +225,13 @@ static int prefill_logits(struct ember_backend *be, int first, int rows, float *
 	return 0;
 }
 
-/* One prefill chunk of n tokens at positions pos.. through all layers (residual left in p_x). */
+/* One prefill chunk of n tokens at positions pos.. through all layers (residual left in p_x). The
+ * GEMMs run over ng >= n rows (EMBER_GEMM_BUCKET): rows past n are scratch no later step reads. */
 static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n, int pos)
 {
 	const struct ember_hparams *hp = &be->hp;
 	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd, E = hp->n_embd, F = hp->n_ff;
+	const int ng = cuda_gemm_rows(be->opt.gemm_bucket, n, be->chunk);
 	cudaStream_t st = be->stream;
 	int rc;
 
@@ -237,7 +241,7 @@ static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n,
 	for (int l = 0; l < hp->n_layer; l++) {
 		struct cuda_layer *L = &be->layers[l];
 		if ((rc = ember_rmsnorm_rows(be->p_xn, be->p_x, L->attn_norm, n, E, hp->rms_eps, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->f16_qkv, be->p_xn, be->p_qkv, qd + 2 * kvd, n, E, qd + 2 * kvd, 0.0f)))
+		    (rc = ember_gemm_f16(be->cublas, L->f16_qkv, be->p_xn, be->p_qkv, qd + 2 * kvd, ng, E, qd + 2 * kvd, 0.0f)))
 			return rc;
 		struct ember_qk_rope_args r = {be->p_qkv, L->q_norm, L->k_norm, hp->rms_eps, be->rope_cos, be->rope_sin,
 		                               n, pos, hp->n_head, hp->n_head_kv, hd, be->n_ctx, be->p_q,
@@ -257,11 +261,11 @@ static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n,
 		}
 		if (rc)
 			return rc;
-		if ((rc = ember_gemm_f16(be->cublas, L->f16_o, be->p_attn, be->p_x, E, n, qd, E, 1.0f)) ||
+		if ((rc = ember_gemm_f16(be->cublas, L->f16_o, be->p_attn, be->p_x, E, ng, qd, E, 1.0f)) ||
 		    (rc = ember_rmsnorm_rows(be->p_xn, be->p_x, L->ffn_norm, n, E, hp->rms_eps, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->f16_gu, be->p_xn, be->p_gu, 2 * F, n, E, 2 * F, 0.0f)) ||
+		    (rc = ember_gemm_f16(be->cublas, L->f16_gu, be->p_xn, be->p_gu, 2 * F, ng, E, 2 * F, 0.0f)) ||
 		    (rc = ember_swiglu_rows(be->p_h, be->p_gu, n, F, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, n, F, E, 1.0f)) ||
+		    (rc = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, ng, F, E, 1.0f)) ||
 		    (rc = capture_rows(be, l, be->p_x, n, st)))
 			return rc;
 	}
@@ -521,4 +525,69 @@ int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, i
 	be->cap_n = 1;
 	be->cap_pos = pos + n_steps - 1;
 	return 0;
+}
+
+/* ---- the create-time prefill warm-up ----
+ * cuBLAS chooses (and loads) a GEMM algorithm the first time it sees a shape: +7-11 ms on the
+ * first request of each new prompt length on an H200 (kernels/NOTES.md). With bucketed row counts
+ * the shapes are few, so every one runs here once, on the zeroed chunk buffers: the four layer
+ * shapes at each bucket up to the chunk and at one row, the LM head at each bucket up to its row
+ * block and at one row. Then one full chunk runs through the layers, for what a first long chunk
+ * costs beyond its GEMMs (seen at 4096 tokens with cuBLAS's cache off). The residual rows it leaves
+ * are scratch; the KV cache it wrote is past cur_len = 0. */
+int ember_cuda_prefill_warm(struct ember_backend *be)
+{
+	const struct ember_hparams *hp = &be->hp;
+	const int hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd, E = hp->n_embd, F = hp->n_ff;
+	const int V = hp->n_vocab, b = be->opt.gemm_bucket;
+	int32_t *tokens = NULL;
+	int error = 0;
+	be->warm_ms = 0;
+	if (!be->opt.prefill_warm || b <= 1 || hp->n_layer < 1)
+		return 0;
+	cudaEvent_t t0 = NULL, t1 = NULL;
+	CUDA_CHECK(cudaEventCreate(&t0));
+	if (cudaEventCreate(&t1) != cudaSuccess) {
+		cudaEventDestroy(t0);
+		return ember_error_set(EMBER_ERROR, "cuda prefill warm-up: cudaEventCreate failed");
+	}
+	const struct cuda_layer *L = &be->layers[0];
+	CUDA_CHECK_GOTO(cudaEventRecord(t0, be->stream));
+	for (int n = 1;; n = n == 1 ? b : n + b) {
+		const int ng = n < be->chunk ? n : be->chunk;
+		if ((error = ember_gemm_f16(be->cublas, L->f16_qkv, be->p_xn, be->p_qkv, qd + 2 * kvd, ng, E, qd + 2 * kvd, 0.0f)) ||
+		    (error = ember_gemm_f16(be->cublas, L->f16_o, be->p_attn, be->p_x, E, ng, qd, E, 1.0f)) ||
+		    (error = ember_gemm_f16(be->cublas, L->f16_gu, be->p_xn, be->p_gu, 2 * F, ng, E, 2 * F, 0.0f)) ||
+		    (error = ember_gemm_f16(be->cublas, L->f16_down, be->p_h, be->p_x, E, ng, F, E, 1.0f)))
+			goto cleanup;
+		if (ng <= be->logit_rows &&
+		    (error = ember_gemm_f16(be->cublas, be->f16_head, be->p_xn, be->p_logits, V,
+		                         cuda_gemm_rows(b, ng, be->logit_rows), E, V, 0.0f)))
+			goto cleanup;
+		if (ng == be->chunk)
+			break;
+	}
+	tokens = calloc((size_t)be->chunk, sizeof(*tokens));
+	if (!tokens) {
+		error = ember_error_set(EMBER_ENOMEM, "cuda prefill warm-up: out of host memory");
+		goto cleanup;
+	}
+	if ((error = prefill_chunk(be, tokens, be->chunk, 0)))
+		goto cleanup;
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_x, 0, (size_t)be->chunk * E * 4, be->stream));
+	CUDA_CHECK_GOTO(cudaEventRecord(t1, be->stream));
+	CUDA_CHECK_GOTO(cudaEventSynchronize(t1));
+	{
+		float ms = 0;
+		CUDA_CHECK_GOTO(cudaEventElapsedTime(&ms, t0, t1));
+		be->warm_ms = ms;
+	}
+	be->cur_len = 0;
+	be->cap_n = 0;
+	be->cap_pos = 0;
+cleanup:
+	free(tokens);
+	cudaEventDestroy(t0);
+	cudaEventDestroy(t1);
+	return error;
 }

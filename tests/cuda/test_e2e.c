@@ -6,7 +6,8 @@
  *   - decode_greedy through the CUDA graph vs plain launches (EMBER_GRAPHS=0): 256 identical
  *     tokens, and both equal to repeated forward(argmax) calls;
  *   - the kernel variants behind EMBER_GEMV=simple, EMBER_FA=simple (and EMBER_PDL=0) agree with
- *     the defaults;
+ *     the defaults, and so do exact-count prefill GEMMs (EMBER_GEMM_BUCKET=0) and a prompt in
+ *     another row bucket;
  *   - the decode variants (plain GEMV with EMBER_GEMV_STREAM=0, streaming with 8 and 4 warps,
  *     EMBER_ATTN_LEAN=0 and 1, EMBER_ATTN_PDL=0 and 1): decode logits vs CPU at the same thresholds,
  *     greedy 256 tokens identical to itself across two runs and between graph and plain launches
@@ -143,6 +144,18 @@ static void run_model(const char *path, const char *label)
 	MUST(cuda->forward(bs, prompt, N_PROMPT, 0, 1, alt, NULL));
 	check_cmp("EMBER_FA=simple vs mma (prefill)", label, compare_logits(gpu, alt, N_PROMPT, V));
 	cuda->destroy(bs);
+
+	/* Prefill GEMMs over the exact row count (EMBER_GEMM_BUCKET=0, no load-time warm-up) agree with
+	 * the bucketed default (200 rows run as 256), and a prompt whose bucket is another one (130 rows
+	 * as 192) gives the same rows as the longer prompt's prefix did. */
+	setenv("EMBER_GEMM_BUCKET", "0", 1);
+	struct ember_backend *bx = make_backend(cuda, m, "1", "mma", "mma", "1");
+	unsetenv("EMBER_GEMM_BUCKET");
+	MUST(cuda->forward(bx, prompt, N_PROMPT, 0, 1, alt, NULL));
+	check_cmp("EMBER_GEMM_BUCKET=0 vs 64 (prefill)", label, compare_logits(gpu, alt, N_PROMPT, V));
+	cuda->destroy(bx);
+	MUST(cuda->forward(bg, prompt, 130, 0, 1, alt, NULL));
+	check_cmp("prefill of 130 vs the first 130 of 200", label, compare_logits(gpu, alt, 130, V));
 
 	/* Decode variants (plain or streaming GEMV, its warps, the attention kernel): decode logits vs
 	 * CPU; greedy repeatable (graph twice, and plain launches). */
