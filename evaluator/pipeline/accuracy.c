@@ -74,6 +74,7 @@ static int sut_open(ab_sut **out, struct ab_sut_fault *fault, const struct model
 		.argv = cmd->argv, .env = cmd->env, .cwd = cmd->cwd, .stderr_log = log_path,
 		.http = cmd->http.url ? &cmd->http : NULL,
 		.ready_timeout_ms = ready_s * 1000, .request_timeout_ms = request_s * 1000,
+		.sandbox_status = cmd->sandbox_status,
 	};
 	return ab_sut_start(out, fault, &sc);
 }

@@ -43,6 +43,7 @@ struct ab_measure_sut {
 	const char *const *env;    /* "KEY=VALUE", NULL-terminated; may be NULL */
 	const char *cwd;           /* may be NULL */
 	struct ab_sut_http_config http;  /* http.url NULL: a stdio SUT; else an HTTP one (strings borrowed) */
+	int sandbox_status;        /* argv is a bwrap wrapper writing its status to fd 3 (sut.h) */
 };
 
 struct ab_measure_config {

@@ -418,12 +418,16 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 		.stderr_log = log_path,
 		.ready_timeout_ms = suite->sut.ready_timeout_s * 1000,
 		.request_timeout_ms = suite->sut.request_timeout_s * 1000,
+		.sandbox_status = cmd->sandbox_status,
 	};
 	memset(fault, 0, sizeof(*fault));
 	ab_measure_answers_clear(L, side);
 	L->report->processes++;
-	if (ab_sut_start(&sut, fault, &sc) < 0)
+	if (ab_sut_start(&sut, fault, &sc) < 0) {
+		if (fault->kind == AB_SUT_SANDBOX)   /* the box's: stop now, as infra, with bwrap's reason */
+			ab_measure_fatal(L, "%s SUT: %s", side_name(side), fault->reason);
 		goto cleanup;
+	}
 	if (L->report->ready[side] == NULL)
 		L->report->ready[side] = json_deep_copy(ab_sut_ready(sut));
 

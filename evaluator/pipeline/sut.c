@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "sut.h"
 #include "sut_http.h"
+#include "sandbox.h"
 
 #include "error.h"
 #include "log.h"
@@ -38,6 +39,7 @@ struct ab_sut {
 	int64_t next_id;
 	int dead;                 /* faulted or quit: no more requests */
 	int quit;
+	int sandbox_status;       /* argv runs under bwrap with its status on fd 3 */
 	struct ab_sut_fault fault;
 	char *req;                /* request line being built */
 	size_t req_len, req_cap;
@@ -56,6 +58,7 @@ const char *ab_sut_fault_kind_name(enum ab_sut_fault_kind kind)
 	case AB_SUT_PROTOCOL: return "protocol";
 	case AB_SUT_OOM: return "oom";
 	case AB_SUT_SUT_ERROR: return "sut-error";
+	case AB_SUT_SANDBOX: return "sandbox";
 	}
 	return "unknown";
 }
@@ -150,6 +153,16 @@ static int sut_ended(ab_sut *s, struct ab_sut_fault *out, const char *during)
 	if (ab_proc_stderr_tail(&tail, s->proc, 4096) == 0)
 		last_line(tail_line, sizeof(tail_line), tail);
 	int oom = tail && has_oom_hint(tail);
+	/* bubblewrap's own failure: no exit-code record on its status fd, so the command never ran
+	 * (whatever the command printed, it cannot write that fd's records). Its last "bwrap: " line
+	 * says why. */
+	if (s->sandbox_status && !st.signaled && ab_sandbox_start_failed(ab_proc_status_text(s->proc))) {
+		char why[200] = "bubblewrap exited before starting the command";
+		for (char *m = tail ? strstr(tail, "bwrap: ") : NULL; m; m = strstr(m + 1, "bwrap: "))
+			snprintf(why, sizeof(why), "%.*s", (int)strcspn(m, "\n"), m);
+		free(tail);
+		return sut_fail(s, out, AB_SUT_SANDBOX, "sandbox: %s (during %s)", why, during);
+	}
 	free(tail);
 	const char *sep = tail_line[0] ? "; stderr: " : "";
 	if (oom)
@@ -238,8 +251,9 @@ int ab_sut_start(ab_sut **out, struct ab_sut_fault *fault, const struct ab_sut_c
 
 	struct ab_proc_spec spec = {
 		.argv = cfg->argv, .env = cfg->env, .cwd = cfg->cwd, .stdin_pipe = 1, .stdout_pipe = 1,
-		.log_path = cfg->stderr_log, .line_max = s->line_max,
+		.log_path = cfg->stderr_log, .line_max = s->line_max, .status_fd = cfg->sandbox_status != 0,
 	};
+	s->sandbox_status = cfg->sandbox_status != 0;
 	if (ab_proc_spawn(&s->proc, &spec) < 0) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "%s", ab_error_last());

@@ -24,7 +24,9 @@ enum ab_sut_fault_kind {
 	AB_SUT_CRASH = 2,      /* exited or died (signal, exit code) when it should be serving */
 	AB_SUT_PROTOCOL = 3,   /* garbage, malformed, oversized or out-of-order line; bad ready line */
 	AB_SUT_OOM = 4,        /* died with an out-of-memory hint in its stderr */
-	AB_SUT_SUT_ERROR = 5   /* the SUT answered {"event":"error"}: it keeps serving */
+	AB_SUT_SUT_ERROR = 5,  /* the SUT answered {"event":"error"}: it keeps serving */
+	AB_SUT_SANDBOX = 6     /* the sandbox around it could not start (bwrap's status fd: the command
+	                        * never ran): the box's failure, no retry helps */
 };
 
 struct ab_sut_fault {
@@ -74,6 +76,8 @@ struct ab_sut_config {
 	int request_timeout_ms;   /* from writing a request to its done event; <= 0: 120 s */
 	int quit_grace_ms;        /* after quit, before the group is killed; <= 0: 5 s */
 	size_t line_max;          /* longest reply line; 0: AB_PROC_LINE_MAX_DEFAULT (32 MiB) */
+	int sandbox_status;       /* 1: argv is a bwrap wrapper with --json-status-fd 3 (sandbox.h, stdio
+	                           * SUTs): an exit without bwrap's exit-code record is AB_SUT_SANDBOX */
 };
 
 /* One timed generate request. Times are CLOCK_MONOTONIC ns; rates in tokens/s. */

@@ -320,6 +320,48 @@ no_bwrap)
   jq_result '.verdict.reason' | grep -qi "sandbox" || fail "reason does not name the sandbox: $(jq_result .verdict.reason)"
   pass "bwrap missing -> infra-error: $(jq_result .verdict.reason)"
   ;;
+sut_box_fails)
+  # The sandbox around the SUT cannot start (a stand-in bwrap that fails as bwrap does, without a
+  # status record, for SUT commands only; builds and the probe get the real one): infra at the
+  # first process with bwrap's reason, no retries, never a REJECT.
+  sb_init
+  head_build "head: fine" "$BENIGN
+# fine"
+  real=$(command -v bwrap)
+  cat > "$WORK/bwrap-sut-fails" <<SH
+#!/bin/sh
+case "\$*" in
+*"/mock_sut --config"*)
+  echo started >> "$WORK/sut-attempts"
+  echo "bwrap: Can't mount tmpfs on /newroot/tmp: No space left on device" >&2
+  exit 1 ;;
+esac
+exec "$real" "\$@"
+SH
+  chmod +x "$WORK/bwrap-sut-fails"
+  jq --arg b "$WORK/bwrap-sut-fails" '.sandbox.bwrap = $b' "$CONFIG" > "$WORK/box.json"
+  run_eval --config "$WORK/box.json"
+  expect_rc 3
+  expect_label "eval:infra-error"
+  reason=$(jq_result '.verdict.reason')
+  case "$reason" in *"sandbox: bwrap: Can't mount tmpfs"*) ;; *) fail "reason: $reason" ;; esac
+  [ "$(wc -l < "$WORK/sut-attempts")" -eq 1 ] || fail "$(wc -l < "$WORK/sut-attempts") SUT starts, expected 1 (no retry)"
+  pass "the SUT's sandbox cannot start -> infra-error at the first process: $reason"
+  ;;
+sut_poses_bwrap)
+  # A head SUT that prints bwrap's failure and exits before its ready line ran (bwrap's status fd
+  # has its exit-code record): a crash of the SUT with retries, not a sandbox failure.
+  sb_init
+  wrapper_build 'echo "bwrap: Can'"'"'t mount tmpfs on /newroot/tmp: No space left on device" >&2; exit 1' > "$WORK/poser.sh"
+  head_build "head: SUT poses as the sandbox" "$(cat "$WORK/poser.sh")"
+  sb_eval
+  expect_rc 3
+  expect_label "eval:infra-error"
+  reason=$(jq_result '.verdict.reason')
+  case "$reason" in *"sandbox: bwrap"*) fail "classified as the sandbox's: $reason" ;; esac
+  case "$reason" in *"head SUT failed"*crash*) ;; *) fail "reason: $reason" ;; esac
+  pass "a SUT that prints bwrap's failure -> its own crash: $reason"
+  ;;
 *)
   echo "unknown case $1" >&2
   exit 2
