@@ -66,7 +66,7 @@ else
 	# The box's toolchain is outside /usr (cmake and python in /opt/torch/.venv, gcc in /opt/gcc):
 	# every PATH directory the sandbox would not see is bound read-only (a /opt one by its top
 	# directory), with the jansson prefix, and pkg-config's path is passed in (abgate's sandbox
-	# config: ro_paths, env).
+	# config: ro_paths, env_add).
 	ro=() seen=" "
 	[ -d "${JANSSON_ROOT:-}" ] && ro+=("$JANSSON_ROOT")
 	IFS=: read -r -a path_dirs <<<"$PATH"
@@ -77,8 +77,7 @@ else
 	SB_CONFIG=$WORK/sandbox-config.json
 	python3 - "$SB_CONFIG" "${ro[@]}" <<'PY'
 import json, sys
-env = "CUDA_VISIBLE_DEVICES,NVIDIA_VISIBLE_DEVICES,CUDA_HOME,CUDACXX,LD_LIBRARY_PATH,SOURCE_DATE_EPOCH,PKG_CONFIG_PATH"
-json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env": env.split(",")}}, open(sys.argv[1], "w"), indent=1)
+json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env_add": ["PKG_CONFIG_PATH"]}}, open(sys.argv[1], "w"), indent=1)
 PY
 	sandbox_args=(--config "$SB_CONFIG")
 	log "sandbox: read-only extras ${ro[*]:-none}; config $SB_CONFIG"

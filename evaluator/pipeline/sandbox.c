@@ -54,9 +54,10 @@ void ab_sandbox_config_clear(struct ab_sandbox_config *cfg)
 	list_free(cfg->network, cfg->network_count);
 	list_free(cfg->ro_paths, cfg->ro_path_count);
 	list_free(cfg->env, cfg->env_count);
+	list_free(cfg->env_add, cfg->env_add_count);
 	cfg->bwrap = cfg->prlimit = NULL;
-	cfg->network = cfg->ro_paths = cfg->env = NULL;
-	cfg->network_count = cfg->ro_path_count = cfg->env_count = 0;
+	cfg->network = cfg->ro_paths = cfg->env = cfg->env_add = NULL;
+	cfg->network_count = cfg->ro_path_count = cfg->env_count = cfg->env_add_count = 0;
 }
 
 int ab_sandbox_env_denied(const char *name)
@@ -332,10 +333,11 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 	add3(&a, "--setenv", "TMPDIR", "/tmp");
 	add3(&a, "--setenv", "LANG", "C.UTF-8");
 	add3(&a, "--setenv", "USER", "sandbox");
-	for (size_t i = 0; i < cfg->env_count; i++) {
-		const char *v = getenv(cfg->env[i]);
-		if (v && !ab_sandbox_env_denied(cfg->env[i]))
-			add3(&a, "--setenv", cfg->env[i], v);
+	for (size_t i = 0; i < cfg->env_count + cfg->env_add_count; i++) {
+		const char *name = i < cfg->env_count ? cfg->env[i] : cfg->env_add[i - cfg->env_count];
+		const char *v = getenv(name);
+		if (v && !ab_sandbox_env_denied(name))
+			add3(&a, "--setenv", name, v);
 	}
 	for (size_t i = 0; step->env && step->env[i]; i++)
 		add_env(&a, step->env[i]);

@@ -37,6 +37,8 @@ struct ab_sandbox_config {
 	size_t ro_path_count;
 	char **env;                  /* host variable names passed in (denied names never are) */
 	size_t env_count;
+	char **env_add;              /* more names, on top of env (a deployment keeps the defaults) */
+	size_t env_add_count;
 	int gpu;                     /* 1: bind /dev/nvidia* and /sys into SUT runs; -1: when /dev/nvidiactl exists */
 	struct ab_sandbox_limits build;  /* configure, build, generate */
 	struct ab_sandbox_limits run;    /* SUT and reference processes */

@@ -38,6 +38,8 @@ static const struct skey keys[] = {
 	{ "ro_paths", K_LIST, F(ro_paths), 0, "[]", "extra host paths visible read-only (a toolchain under /opt); /usr, /bin, /lib* and a few /etc files always are" },
 	{ "env", K_LIST, F(env), 0, "CUDA_VISIBLE_DEVICES,NVIDIA_VISIBLE_DEVICES,CUDA_HOME,CUDACXX,LD_LIBRARY_PATH,SOURCE_DATE_EPOCH",
 	  "host variables passed in (besides PATH, and HOME=TMPDIR=/tmp); names like ABGATE_*, GITHUB_*, *TOKEN*, *SECRET*, SSH_*, AWS_* never are" },
+	{ "env_add", K_LIST, F(env_add), 0, "[]",
+	  "more host variables passed in, on top of `env` (so a deployment adds PKG_CONFIG_PATH without restating the defaults); the same names are denied" },
 	{ "gpu", K_GPU, F(gpu), 0, "\"auto\"", "bind /dev/nvidia* and /sys into SUT runs: true, false, or \"auto\" (when /dev/nvidiactl exists)" },
 	{ "build.nproc", K_INT, LIM(build, nproc), 1 << 20, "4096", "build steps: processes and threads in the sandbox (RLIMIT_NPROC in its own user namespace; 0: none)" },
 	{ "build.mem_mb", K_I64, LIM(build, mem_mb), 1 << 24, "16384", "build steps: address space per process in MiB (RLIMIT_AS; 0: none)" },

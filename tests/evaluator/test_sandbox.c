@@ -58,6 +58,28 @@ static void wrap_argv(void)
 	CHECK_STR(argv[n - 1], "x");
 	ab_build_argv_free(argv);
 
+	/* env_add passes more host names on top of env; denied names stay out whichever list has them. */
+	setenv("MY_TOKEN", "t", 1);
+	setenv("PKG_CONFIG_PATH", "/opt/x/pkgconfig", 1);
+	char *env_list[] = { "CUDA_HOME" }, *add_list[] = { "PKG_CONFIG_PATH", "MY_TOKEN" };
+	cfg.env = env_list;
+	cfg.env_count = 1;
+	cfg.env_add = add_list;
+	cfg.env_add_count = 2;
+	setenv("CUDA_HOME", "/usr/local/cuda", 1);
+	CHECK(ab_sandbox_wrap(&argv, &cfg, &step, cmd) == 0);
+	CHECK(has3(argv, "--setenv", "CUDA_HOME", "/usr/local/cuda"));
+	CHECK(has3(argv, "--setenv", "PKG_CONFIG_PATH", "/opt/x/pkgconfig"));
+	CHECK(!has(argv, "MY_TOKEN"));
+	ab_build_argv_free(argv);
+	cfg.env = NULL;
+	cfg.env_count = 0;
+	cfg.env_add = NULL;
+	cfg.env_add_count = 0;
+	unsetenv("MY_TOKEN");
+	unsetenv("PKG_CONFIG_PATH");
+	unsetenv("CUDA_HOME");
+
 	/* A step named in `network` keeps the host network; SUT runs never do. */
 	char *net[] = { "build" };
 	cfg.network = net;
