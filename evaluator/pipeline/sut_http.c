@@ -242,18 +242,17 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_rc;
 static void curl_init(void) { curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* vocab_size from the server: /props (ember: vocab_size; n_vocab) or /v1/models (llama-server:
- * data[0].meta.n_vocab). */
-static int read_vocab(ab_sut_http *h, const char **from)
+/* vocab_size from the server: its /props (ember: vocab_size; n_vocab; NULL when it has none) or
+ * /v1/models (llama-server: data[0].meta.n_vocab). */
+static int read_vocab(ab_sut_http *h, const json_t *props, const char **from)
 {
-	json_t *props = get_json(h, "/props"), *models;
+	json_t *models;
 	json_int_t n = 0;
 	if (props) {
 		json_t *v = json_object_get(props, "vocab_size");
 		if (!v)
 			v = json_object_get(props, "n_vocab");
 		n = json_is_integer(v) ? json_integer_value(v) : 0;
-		json_decref(props);
 		*from = "/props";
 	}
 	if (n <= 0 && (models = get_json(h, "/v1/models"))) {
@@ -269,19 +268,14 @@ static int read_vocab(ab_sut_http *h, const char **from)
 /* A server started with a draft: what it says of it in /props "spec" (ember: the stdio ready line's
  * object), else kind "draft" with the block unknown (llama-server -md says nothing there). A "spec"
  * that is there but malformed is a protocol fault. */
-static int read_spec(ab_sut_http *h, struct ab_sut_fault *fault)
+static int read_spec(ab_sut_http *h, const json_t *props, struct ab_sut_fault *fault)
 {
-	json_t *props = get_json(h, "/props");
-	int error = 0;
 	h->spec_from = "suite";
 	if (props && json_object_get(props, "spec")) {
 		if (ab_sut_parse_spec(&h->spec, props) < 0)
-			error = hfail(h, fault, AB_SUT_PROTOCOL, "/props: %s", ab_error_last());
+			return hfail(h, fault, AB_SUT_PROTOCOL, "/props: %s", ab_error_last());
 		h->spec_from = "/props";
 	}
-	json_decref(props);
-	if (error < 0)
-		return error;
 	if (!h->spec.present) {
 		h->spec = (struct ab_sut_spec_info){ .present = 1, .block_size = 0 };
 		snprintf(h->spec.kind, sizeof(h->spec.kind), "draft");
@@ -294,6 +288,7 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 	const struct ab_sut_http_config *hc = cfg->http;
 	ab_sut_http *h = calloc(1, sizeof(*h));
 	char **argv = NULL, **env = NULL, **boxed = NULL, *url = NULL, port[16], dur[32];
+	json_t *props = NULL;
 	int error;
 
 	if (!h)
@@ -374,13 +369,15 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 		nanosleep(&ts, NULL);
 	}
 	const char *vocab_from = "suite";
-	h->vocab_size = hc->vocab_size > 0 ? hc->vocab_size : read_vocab(h, &vocab_from);
+	/* /props once: the vocabulary and, with a draft, the spec capability */
+	props = hc->vocab_size <= 0 || hc->draft ? get_json(h, "/props") : NULL;
+	h->vocab_size = hc->vocab_size > 0 ? hc->vocab_size : read_vocab(h, props, &vocab_from);
 	if (h->vocab_size <= 0) {
 		error = hfail(h, fault, AB_SUT_PROTOCOL, "the server does not say its vocabulary size (/props, "
 			"/v1/models): give sut.vocab_size");
 		goto cleanup;
 	}
-	if (hc->draft && (error = read_spec(h, fault)) < 0)
+	if (hc->draft && (error = read_spec(h, props, fault)) < 0)
 		goto cleanup;
 	h->ready = json_pack("{s:b, s:s, s:s, s:i, s:b, s:{s:i}, s:s, s:s}", "ready", 1, "kind", "openai", "api",
 		h->api == AB_SUT_HTTP_LLAMA ? "llama" : "completions", "port", h->port, "token_ids",
@@ -397,6 +394,7 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 	h = NULL;
 	error = 0;
 cleanup:
+	json_decref(props);
 	ab_build_argv_free(argv);
 	ab_build_argv_free(env);
 	ab_build_argv_free(boxed);
