@@ -32,7 +32,7 @@ awk -F'\t' '
   function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2 }
   $1 == "sandboxed" { sb[++ns] = $2; sm[ns] = $3; sp = $4 }
-  $1 == "plain"     { pb[++np] = $2; pm[np] = $3; pp = $4 }
+  $1 == "plain"     { pb[++np] = $2; pm[np] = $3 }
   END {
     for (i = 1; i <= ns; i++) { d[i] = (sm[i] - pm[i]) / (sp > 0 ? sp : 1) * 1000; bd[i] = sb[i] - pb[i] }
     printf "\nbuild:     sandboxed %.2f s, plain %.2f s (medians of %d); per round +%.2f s (min %.2f, max %.2f)\n",

@@ -119,7 +119,6 @@ struct ember_backend {
 	float *cap;
 
 	size_t bytes_weights, bytes_f16, bytes_kv, bytes_scratch;
-	double warm_ms;              /* the create-time prefill warm-up (EMBER_PREFILL_WARM) */
 
 	struct cuda_draft *draft;    /* the attached DFlash draft (cuda_draft.c), or NULL */
 };
@@ -151,7 +150,7 @@ int ember_cuda_forward(struct ember_backend *be, const int32_t *tokens, int n_to
                        float *logits, int32_t *argmax);
 int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, int n_steps, int32_t *out_tokens);
 /* The create-time warm-up of the prefill (EMBER_PREFILL_WARM): each bucketed GEMM shape once and
- * one full chunk through the layers; leaves the cache empty. Sets be->warm_ms. */
+ * one full chunk through the layers; leaves the cache empty. */
 int ember_cuda_prefill_warm(struct ember_backend *be);
 
 #endif

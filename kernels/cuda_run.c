@@ -533,7 +533,8 @@ int ember_cuda_decode_greedy(struct ember_backend *be, int32_t token, int pos, i
  * the shapes are few, so every one runs here once, on the zeroed chunk buffers: the four layer
  * shapes at each bucket up to the chunk and at one row, the LM head at each bucket up to its row
  * block and at one row. Then one full chunk runs through the layers, for what a first long chunk
- * costs beyond its GEMMs (seen at 4096 tokens with cuBLAS's cache off). The residual rows it leaves
+ * costs beyond its GEMMs (seen at 4096 tokens with cuBLAS's cache off; whether this part is needed
+ * once every GEMM shape has run was not measured apart). The residual rows it leaves
  * are scratch; the KV cache it wrote is past cur_len = 0. */
 int ember_cuda_prefill_warm(struct ember_backend *be)
 {
@@ -542,17 +543,9 @@ int ember_cuda_prefill_warm(struct ember_backend *be)
 	const int V = hp->n_vocab, b = be->opt.gemm_bucket;
 	int32_t *tokens = NULL;
 	int error = 0;
-	be->warm_ms = 0;
 	if (!be->opt.prefill_warm || b <= 1 || hp->n_layer < 1)
 		return 0;
-	cudaEvent_t t0 = NULL, t1 = NULL;
-	CUDA_CHECK(cudaEventCreate(&t0));
-	if (cudaEventCreate(&t1) != cudaSuccess) {
-		cudaEventDestroy(t0);
-		return ember_error_set(EMBER_ERROR, "cuda prefill warm-up: cudaEventCreate failed");
-	}
 	const struct cuda_layer *L = &be->layers[0];
-	CUDA_CHECK_GOTO(cudaEventRecord(t0, be->stream));
 	for (int n = 1;; n = n == 1 ? b : n + b) {
 		const int ng = n < be->chunk ? n : be->chunk;
 		if ((error = ember_gemm_f16(be->cublas, L->f16_qkv, be->p_xn, be->p_qkv, qd + 2 * kvd, ng, E, qd + 2 * kvd, 0.0f)) ||
@@ -575,19 +568,11 @@ int ember_cuda_prefill_warm(struct ember_backend *be)
 	if ((error = prefill_chunk(be, tokens, be->chunk, 0)))
 		goto cleanup;
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->p_x, 0, (size_t)be->chunk * E * 4, be->stream));
-	CUDA_CHECK_GOTO(cudaEventRecord(t1, be->stream));
-	CUDA_CHECK_GOTO(cudaEventSynchronize(t1));
-	{
-		float ms = 0;
-		CUDA_CHECK_GOTO(cudaEventElapsedTime(&ms, t0, t1));
-		be->warm_ms = ms;
-	}
+	CUDA_CHECK_GOTO(cudaStreamSynchronize(be->stream));
 	be->cur_len = 0;
 	be->cap_n = 0;
 	be->cap_pos = 0;
 cleanup:
 	free(tokens);
-	cudaEventDestroy(t0);
-	cudaEventDestroy(t1);
 	return error;
 }
