@@ -47,41 +47,7 @@ archive() {
 	tar czf "$OUT/results.tgz.tmp" -C "$WORK" . -C / -T "$WORK/logs.list" 2>/dev/null
 	mv -f "$OUT/results.tgz.tmp" "$OUT/results.tgz"
 }
-[ -d "$CARRY/lib" ] && export LD_LIBRARY_PATH=$CARRY/lib:${LD_LIBRARY_PATH:-}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-
-# ember's build needs jansson's headers; the GPU image has only the runtime. Sandboxed, the prefix
-# must be outside /tmp (the sandbox's /tmp is its own) and is made visible below.
-[ -n "${NO_SANDBOX:-}" ] || export JANSSON_ROOT=${JANSSON_ROOT:-/opt/abgate-jansson}
-gpu_jansson_setup "$CARRY/deb"
-log "$GPU_JANSSON_MSG"
-# The PR's build and SUT run under bubblewrap unless NO_SANDBOX=1 (then every report says so).
-sandbox_args=()
-if [ -n "${NO_SANDBOX:-}" ]; then
-	sandbox_args=(--no-sandbox)
-	log "sandbox: off (NO_SANDBOX=1)"
-else
-	gpu_bwrap_setup "$CARRY/deb-bwrap"
-	log "sandbox: $GPU_BWRAP_MSG"
-	# The box's toolchain is outside /usr (cmake and python in /opt/torch/.venv, gcc in /opt/gcc):
-	# every PATH directory the sandbox would not see is bound read-only (a /opt one by its top
-	# directory), with the jansson prefix, and pkg-config's path is passed in (abgate's sandbox
-	# config: ro_paths, env_add).
-	ro=() seen=" "
-	[ -d "${JANSSON_ROOT:-}" ] && ro+=("$JANSSON_ROOT")
-	IFS=: read -r -a path_dirs <<<"$PATH"
-	for p in "${path_dirs[@]}"; do
-		case $p in /usr|/usr/*|/bin|/sbin|/tmp|/tmp/*|"") continue ;; /opt/*) p=/opt/$(echo "${p#/opt/}" | cut -d/ -f1) ;; esac
-		[ -d "$p" ] && [ "${seen#* $p }" = "$seen" ] && { ro+=("$p"); seen="$seen$p "; }
-	done
-	SB_CONFIG=$WORK/sandbox-config.json
-	python3 - "$SB_CONFIG" "${ro[@]}" <<'PY'
-import json, sys
-json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env_add": ["PKG_CONFIG_PATH"]}}, open(sys.argv[1], "w"), indent=1)
-PY
-	sandbox_args=(--config "$SB_CONFIG")
-	log "sandbox: read-only extras ${ro[*]:-none}; config $SB_CONFIG"
-fi
+gpu_abgate_env "$CARRY" "$WORK" # libraries, jansson for ember's builds, the sandbox: sets sandbox_args
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"
 "$ABGATE" version >/dev/null 2>&1 || { log "abgate does not run here: $("$ABGATE" version 2>&1 | head -3)"; exit 3; }

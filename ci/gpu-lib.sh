@@ -1,4 +1,5 @@
-# ci/gpu-lib.sh - sourced by the GPU-machine scripts (gpu-kernels.sh, gpu-decode-sweep.sh, gpu-eval.sh):
+# ci/gpu-lib.sh - sourced by the GPU-machine scripts (gpu-kernels.sh, gpu-decode-sweep.sh, gpu-eval.sh,
+# gpu-calibrate.sh):
 # their summary log, time-limited steps and model generation, and the jansson and bubblewrap setups.
 #
 # log MSG...: a timestamped line, to stdout and to $SUMMARY (set by the caller).
@@ -62,4 +63,47 @@ gpu_bwrap_setup() {
 		bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/lib /lib \
 			--symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev "${devs[@]}" \
 			--ro-bind-try /sys /sys nvidia-smi -L 2>&1 | head -2 | tr '\n' ' ')"
+}
+
+# gpu_abgate_env CARRY WORK: the environment abgate runs in on the GPU box (ci/gpu-eval.sh,
+# ci/gpu-calibrate.sh): the packed libraries (CARRY/lib) and CUDA's on the loader path, jansson's
+# headers for ember's source builds (CARRY/deb), and, unless NO_SANDBOX=1, bubblewrap
+# (CARRY/deb-bwrap) with a sandbox config in WORK that binds the box's toolchain read-only.
+# Sets the array sandbox_args (the abgate options that say so) and SB_CONFIG; logs each step.
+#   (call it in the current shell: it exports PATH, LD_LIBRARY_PATH and PKG_CONFIG_PATH)
+gpu_abgate_env() {
+	local carry=$1 work=$2 ro seen p path_dirs
+	[ -d "$carry/lib" ] && export LD_LIBRARY_PATH=$carry/lib:${LD_LIBRARY_PATH:-}
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+	# ember's build needs jansson's headers; the GPU image has only the runtime. Sandboxed, the prefix
+	# must be outside /tmp (the sandbox's /tmp is its own) and is made visible below.
+	[ -n "${NO_SANDBOX:-}" ] || export JANSSON_ROOT=${JANSSON_ROOT:-/opt/abgate-jansson}
+	gpu_jansson_setup "$carry/deb"
+	log "$GPU_JANSSON_MSG"
+	# The PR's build and SUT run under bubblewrap unless NO_SANDBOX=1 (then every report says so).
+	sandbox_args=()
+	if [ -n "${NO_SANDBOX:-}" ]; then
+		sandbox_args=(--no-sandbox)
+		log "sandbox: off (NO_SANDBOX=1)"
+	else
+		gpu_bwrap_setup "$carry/deb-bwrap"
+		log "sandbox: $GPU_BWRAP_MSG"
+		# The box's toolchain is outside /usr (cmake and python in /opt/torch/.venv, gcc in /opt/gcc):
+		# every PATH directory the sandbox would not see is bound read-only (a /opt one by its top
+		# directory), with the jansson prefix, and pkg-config's path is passed in (abgate's sandbox
+		# config: ro_paths, env_add).
+		ro=() seen=" "
+		[ -d "${JANSSON_ROOT:-}" ] && ro+=("$JANSSON_ROOT")
+		IFS=: read -r -a path_dirs <<<"$PATH"
+		for p in "${path_dirs[@]}"; do
+			case $p in /usr|/usr/*|/bin|/sbin|/tmp|/tmp/*|"") continue ;; /opt/*) p=/opt/$(echo "${p#/opt/}" | cut -d/ -f1) ;; esac
+			[ -d "$p" ] && [ "${seen#* $p }" = "$seen" ] && { ro+=("$p"); seen="$seen$p "; }
+		done
+		SB_CONFIG=$work/sandbox-config.json
+		python3 -c 'import json, sys
+json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env_add": ["PKG_CONFIG_PATH"]}}, open(sys.argv[1], "w"), indent=1)' \
+			"$SB_CONFIG" "${ro[@]}"
+		sandbox_args=(--config "$SB_CONFIG")
+		log "sandbox: read-only extras ${ro[*]:-none}; config $SB_CONFIG"
+	fi
 }

@@ -14,13 +14,18 @@ mkdir -p "$dest/bin" "$dest/lib" "$dest/deb"
 cp "$build/bin/abgate" "$dest/bin/"
 # abgate finds the relay for HTTP SUTs in the sandbox beside itself (libc only, nothing to pack).
 cp "$build/bin/abgate-relay" "$dest/bin/"
+# jq for ci/sandbox-overhead.sh (tests/integration/lib.sh reads results with it; the image has none).
+command -v jq >/dev/null && cp "$(command -v jq)" "$dest/bin/"
 pack=../shared/tools/pack-libs.sh
-if [ -x "$pack" ] || [ -f "$pack" ]; then
-  bash "$pack" "$dest/lib" "$dest/bin/abgate"
-else
-  ldd "$dest/bin/abgate" | awk '/=> \// {print $3}' | grep -vE '/lib(c|m|dl|rt|pthread)\.so|ld-linux' |
-    xargs -I{} cp -L -n {} "$dest/lib/"
-fi
+for bin in "$dest"/bin/abgate "$dest"/bin/jq; do
+  [ -f "$bin" ] || continue
+  if [ -x "$pack" ] || [ -f "$pack" ]; then
+    bash "$pack" "$dest/lib" "$bin"
+  else
+    ldd "$bin" | awk '/=> \// {print $3}' | grep -vE '/lib(c|m|dl|rt|pthread)\.so|ld-linux' |
+      xargs -I{} cp -L -n {} "$dest/lib/"
+  fi
+done
 (cd "$dest/deb" && apt-get download libjansson-dev libjansson4 >/dev/null 2>&1) ||
   echo "gpu-pack: could not download jansson packages (ember will need jansson headers there)" >&2
 # bubblewrap for the sandbox (the GPU image has none); gpu_bwrap_setup unpacks it there.

@@ -4,7 +4,9 @@
 # sandboxed and one with --no-sandbox, in alternating order, with a fixed number of pairs so both
 # start the same number of SUT processes. Prints each run and the medians and spreads of the build
 # time, the measuring time and (measuring difference) / processes. A benchmark, not a test.
-#   usage: ABGATE=build/bin/abgate [ROUNDS=5] [PAIRS=6] bash ci/sandbox-overhead.sh
+#   usage: ABGATE=build/bin/abgate [ROUNDS=5] [PAIRS=6] [SANDBOX_CONFIG=F] bash ci/sandbox-overhead.sh
+# SANDBOX_CONFIG: an abgate config whose sandbox object the sandboxed runs use (on the GPU box, the
+# toolchain paths ci/gpu-lib.sh's gpu_abgate_env binds).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ABGATE=${ABGATE:-$ROOT/build/bin/abgate} SRC_ROOT=$ROOT
@@ -24,9 +26,11 @@ one() {   # one MODE [abgate eval options]
   jq -r --arg m "$mode" '[$m, .timing.build_s, .timing.measure_s, .environment.runs.processes,
     .verdict.label] | @tsv' "$RESULT" | tee -a "$rows"
 }
+sb_args=()
+[ -n "${SANDBOX_CONFIG:-}" ] && sb_args=(--config "$SANDBOX_CONFIG")
 printf 'mode\tbuild_s\tmeasure_s\tprocesses\tlabel\n'
 for r in $(seq 1 "$ROUNDS"); do
-  if [ $((r % 2)) -eq 1 ]; then one sandboxed; one plain --no-sandbox; else one plain --no-sandbox; one sandboxed; fi
+  if [ $((r % 2)) -eq 1 ]; then one sandboxed "${sb_args[@]}"; one plain --no-sandbox; else one plain --no-sandbox; one sandboxed "${sb_args[@]}"; fi
 done
 awk -F'\t' '
   function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }

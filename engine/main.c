@@ -35,7 +35,8 @@ static const char *usage_main =
 
 static const char *usage_serve =
 	"usage: ember serve --stdio --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
-	"                   [--batch N] [--max-line N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
+	"                   [--batch N] [--max-line N] [--debug-token-delay-us N] [--debug-slowdown-prefill|decode PM]\n"
+	"                   [@ARGS_FILE]\n"
 	"       ember serve --http ADDR:PORT --model FILE [--draft FILE] [--backend cpu|cuda] [--threads N] [--ctx N]\n"
 	"                   [--batch N] [--max-body N] [--debug-token-delay-us N] [@ARGS_FILE]\n"
 	"\n"
@@ -60,6 +61,11 @@ static const char *usage_serve =
 	"  --max-body N  largest HTTP request body in bytes (default 1 MiB); larger ones get 413\n"
 	"  --debug-token-delay-us N  sleep N microseconds after every decode step (fault injection for\n"
 	"                tests of the harness: a slower engine on demand)\n"
+	"  --debug-slowdown-prefill PM, --debug-slowdown-decode PM  make the prefill / the decode steps of\n"
+	"                plain generation take (1000 + PM) / 1000 of their own time (a busy wait inside the\n"
+	"                timed region, reported as debug_wait_ms): a slowdown of the same share at every\n"
+	"                context, for experiments (defaults: EMBER_SLOW_PREFILL_PM, EMBER_SLOW_DECODE_PM in\n"
+	"                engine/session.h, 0)\n"
 	"  @ARGS_FILE    more options from a file, separated by white space, # to end of line a comment\n";
 
 static const char *usage_gen =
@@ -255,6 +261,8 @@ static int cmd_serve(int argc, char **argv)
 		INT_OPT("--max-line", 2, 1LL << 30, c.max_line)
 		INT_OPT("--max-body", 1, 1LL << 30, hc.max_body)
 		INT_OPT("--debug-token-delay-us", 0, 10000000, sc->token_delay_us)
+		INT_OPT("--debug-slowdown-prefill", 0, 100000, sc->slow_prefill_pm)
+		INT_OPT("--debug-slowdown-decode", 0, 100000, sc->slow_decode_pm)
 		status = unknown_option("serve", argv[i], usage_serve);
 		goto cleanup;
 	}

@@ -201,9 +201,12 @@ static void op_generate(struct server *s, json_t *req, json_t *id)
 	json_t *tokens = json_array();
 	for (long long i = 0; i < max_tokens; i++)
 		json_array_append_new(tokens, json_integer(gen[i]));
-	emit_json(s, json_pack("{s:o, s:s, s:o, s:{s:f, s:f, s:i, s:I}}", "id", id_copy(id), "event", "done", "tokens",
-	                       tokens, "stats", "prefill_ms", g.prefill_ms, "decode_ms", g.decode_ms, "prompt_tokens", n,
-	                       "gen_tokens", (json_int_t)max_tokens));
+	json_t *done = json_pack("{s:o, s:s, s:o, s:{s:f, s:f, s:i, s:I}}", "id", id_copy(id), "event", "done", "tokens",
+	                         tokens, "stats", "prefill_ms", g.prefill_ms, "decode_ms", g.decode_ms, "prompt_tokens", n,
+	                         "gen_tokens", (json_int_t)max_tokens);
+	if (done && (s->ss->slow_prefill_pm || s->ss->slow_decode_pm))
+		json_object_set_new(json_object_get(done, "stats"), "debug_wait_ms", json_real(g.injected_ms));
+	emit_json(s, done);
 cleanup:
 	free(prompt);
 	free(gen);
@@ -461,6 +464,9 @@ int ember_serve_run(const struct ember_serve_config *config, FILE *in, FILE *out
 		        ss->draft->hp.n_layer, ss->draft->block_size, ss->spec_depth);
 	if (ss->token_delay_us)
 		fprintf(log, "ember serve: debug token delay %d us per decode step\n", ss->token_delay_us);
+	if (ss->slow_prefill_pm || ss->slow_decode_pm)
+		fprintf(log, "ember serve: debug slowdown: prefill +%d/1000, decode +%d/1000 of their own time\n",
+		        ss->slow_prefill_pm, ss->slow_decode_pm);
 	emit_ready(&s);
 	if (!(line = malloc(cap))) {
 		error = ember_error_set(EMBER_ENOMEM, "out of memory");

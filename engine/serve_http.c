@@ -244,6 +244,8 @@ static json_t *timings_json(const struct ember_session_gen *g)
 	                      g->prefill_ms > 0 ? g->n_prompt * 1e3 / g->prefill_ms : 0.0, "predicted_n", g->n_done,
 	                      "predicted_ms", g->decode_ms, "predicted_per_token_ms", steps > 0 ? g->decode_ms / steps : 0.0,
 	                      "predicted_per_second", steps > 0 && g->decode_ms > 0 ? steps * 1e3 / g->decode_ms : 0.0);
+	if (t && g->injected_ms > 0)
+		json_object_set_new(t, "debug_wait_ms", json_real(g->injected_ms));
 	if (t && g->spec) {
 		const struct ember_spec_stats *st = &g->run.stats;
 		json_t *extra = json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f}", "draft_n", st->drafted, "draft_n_accepted",
@@ -723,6 +725,9 @@ int ember_serve_http_run(const struct ember_serve_http_config *config, FILE *log
 		      ss->spec_depth);
 	if (ss->token_delay_us)
 		logf_(&srv, "debug token delay %d us per decode step", ss->token_delay_us);
+	if (ss->slow_prefill_pm || ss->slow_decode_pm)
+		logf_(&srv, "debug slowdown: prefill +%d/1000, decode +%d/1000 of their own time", ss->slow_prefill_pm,
+		      ss->slow_decode_pm);
 	logf_(&srv, "listening on http://%s:%u (body cap %zu bytes, one generation at a time, others get 503)", host,
 	      di ? (unsigned)di->port : 0u, srv.max_body);
 	while (sigwait(&stop_set, &sig) != 0)

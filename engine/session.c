@@ -27,6 +27,20 @@ static void sleep_us(int us)
 		;
 }
 
+/* The slowdown injection: busy-waits until (1000 + pm) / 1000 of the work's time since t0 has passed
+ * (spinning, not sleeping: a sleep overshoots by the timer slack, tens of microseconds, more than a
+ * 2% share of a sub-millisecond decode step). Adds the wait to *injected_ms. */
+static void slow_down(int pm, double t0, double *injected_ms)
+{
+	if (pm <= 0)
+		return;
+	const double t1 = ember_session_now_ms(), until = t1 + (t1 - t0) * pm / 1000.0;
+	double now = t1;
+	while (now < until)
+		now = ember_session_now_ms();
+	*injected_ms += now - t1;
+}
+
 int ember_session_open(struct ember_session **out, const struct ember_session_config *c)
 {
 	struct ember_session *s = calloc(1, sizeof(*s));
@@ -38,6 +52,8 @@ int ember_session_open(struct ember_session **out, const struct ember_session_co
 	const int train = s->model->hp.n_ctx_train;
 	s->n_ctx = c->n_ctx > 0 ? c->n_ctx : (train < EMBER_SESSION_DEFAULT_CTX ? train : EMBER_SESSION_DEFAULT_CTX);
 	s->token_delay_us = c->token_delay_us > 0 ? c->token_delay_us : 0;
+	s->slow_prefill_pm = c->slow_prefill_pm > 0 ? c->slow_prefill_pm : EMBER_SLOW_PREFILL_PM;
+	s->slow_decode_pm = c->slow_decode_pm > 0 ? c->slow_decode_pm : EMBER_SLOW_DECODE_PM;
 	struct ember_backend_config bc = {.n_ctx = s->n_ctx, .n_threads = c->n_threads, .max_batch = c->max_batch};
 	if (c->draft_path) {
 		if (!ember_spec_supported(s->ops)) {
@@ -172,11 +188,13 @@ int ember_session_step(struct ember_session *s, struct ember_session_gen *g)
 	if (g->n_done == 0) {
 		if (s->ops->forward(s->be, g->prompt, g->n_prompt, 0, 0, NULL, &g->tokens[0]))
 			return ember_error_wrap(EMBER_ERROR, "prefill");
+		slow_down(s->slow_prefill_pm, t0, &g->injected_ms);
 		g->prefill_ms = ember_session_now_ms() - t0;
 	} else {
 		const int i = g->n_done;
 		if (ember_backend_decode(s->ops, s->be, g->tokens[i - 1], g->n_prompt + i - 1, 1, &g->tokens[i]))
 			return ember_error_wrap(EMBER_ERROR, "decode");
+		slow_down(s->slow_decode_pm, t0, &g->injected_ms);
 		if (s->token_delay_us)
 			sleep_us(s->token_delay_us);
 		g->decode_ms += ember_session_now_ms() - t0;
@@ -201,6 +219,7 @@ int ember_session_rest(struct ember_session *s, struct ember_session_gen *g)
 	const double t0 = ember_session_now_ms();
 	if (ember_backend_decode(s->ops, s->be, g->tokens[i - 1], g->n_prompt + i - 1, n_steps, g->tokens + i))
 		return ember_error_wrap(EMBER_ERROR, "decode");
+	slow_down(s->slow_decode_pm, t0, &g->injected_ms);
 	g->decode_ms += ember_session_now_ms() - t0;
 	g->n_done = g->n_gen;
 	return 0;

@@ -28,7 +28,16 @@ struct ember_session_config {
 	int n_ctx;               /* 0 = min(context_length, EMBER_SESSION_DEFAULT_CTX) */
 	int max_batch;           /* 0 = backend default */
 	int token_delay_us;      /* fault injection for harness tests: sleep after each decode step; 0 = off */
+	int slow_prefill_pm;     /* fault injection for experiments: the prefill takes (1000 + N) / 1000 of its
+	                          * own time (a busy wait of N/1000 x the pass's time, inside the timed region);
+	                          * 0 = EMBER_SLOW_PREFILL_PM */
+	int slow_decode_pm;      /* the same for the decode steps; 0 = EMBER_SLOW_DECODE_PM */
 };
+
+/* Defaults of the slowdown injection, per mille (0 = none). An experiment branch that changes one
+ * of them is an engine made that much slower at every context (ci/gpu-experiments.sh). */
+#define EMBER_SLOW_PREFILL_PM 0
+#define EMBER_SLOW_DECODE_PM 0
 
 /* Read-only for callers; every pointer is owned by the session. */
 struct ember_session {
@@ -39,6 +48,7 @@ struct ember_session {
 	int spec_depth;             /* proposals per speculative step (EMBER_SPEC_DEPTH) */
 	int n_ctx;
 	int token_delay_us;
+	int slow_prefill_pm, slow_decode_pm; /* the injected slowdowns in effect (config or default) */
 };
 
 /* One greedy generation in progress (ember_session_gen_init fills it). */
@@ -49,6 +59,7 @@ struct ember_session_gen {
 	int n_done;                 /* tokens produced so far */
 	double prefill_ms;          /* the prompt pass (it yields the first token) */
 	double decode_ms;           /* the decode steps after it, delay included, callbacks excluded */
+	double injected_ms;         /* of prefill_ms + decode_ms, the busy waits of the slowdown injection */
 	int spec;                   /* 1: speculative (ember_session_gen_spec); a step may add several tokens */
 	struct ember_spec_run run;  /* the speculative loop's state and stats (spec only) */
 };

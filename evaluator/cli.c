@@ -53,6 +53,28 @@ static int parse_int(int *out, const char *text, const char *what, int min, int 
 	return 0;
 }
 
+/* The sandbox of `eval` and `calibrate`: the `sandbox` object of --config FILE, else the defaults
+ * (on); --no-sandbox turns it off. *out's strings belong to *cfg (NULL without --config), which the
+ * caller frees with ab_config_free after the last use of *out. Returns 0, or -1 with the message
+ * printed. */
+static int sandbox_from_cli(struct ab_sandbox_config *out, struct ab_config **cfg, const char *config_path,
+			    int no_sandbox)
+{
+	*cfg = NULL;
+	if (config_path) {
+		if (ab_config_load(cfg, config_path) < 0) {
+			fprintf(stderr, "abgate: %s\n", ab_error_last());
+			return -1;
+		}
+		*out = (*cfg)->sandbox;
+	} else {
+		ab_sandbox_config_defaults(out);
+	}
+	if (no_sandbox)
+		out->enabled = 0;
+	return 0;
+}
+
 static void eval_usage(FILE *f)
 {
 	fputs("usage: abgate eval --repo PATH|URL --base REF --head REF [--suite FILE] [--state DIR]\n"
@@ -78,7 +100,6 @@ int ab_cmd_eval(int argc, char **argv)
 		{ "config", required_argument, 0, 'C' }, { 0, 0, 0, 0 }
 	};
 	struct ab_eval_options o = { .trigger = "cli" };
-	struct ab_config *cfg = NULL;
 	const char *config_path = NULL;
 	int no_sandbox = 0;
 	const char *json_path = NULL, *md_path = NULL;
@@ -136,17 +157,9 @@ int ab_cmd_eval(int argc, char **argv)
 	}
 
 	struct ab_sandbox_config sandbox;
-	if (config_path) {
-		if (ab_config_load(&cfg, config_path) < 0) {
-			fprintf(stderr, "abgate: %s\n", ab_error_last());
-			return AB_EVAL_USAGE;
-		}
-		sandbox = cfg->sandbox;
-	} else {
-		ab_sandbox_config_defaults(&sandbox);
-	}
-	if (no_sandbox)
-		sandbox.enabled = 0;
+	struct ab_config *cfg = NULL;
+	if (sandbox_from_cli(&sandbox, &cfg, config_path, no_sandbox) < 0)
+		return AB_EVAL_USAGE;
 	o.sandbox = &sandbox;
 	int status = ab_eval_run(&result, &id, &o);
 	ab_config_free(cfg);
@@ -322,10 +335,10 @@ static void calibrate_usage(FILE *f)
 {
 	fputs("usage: abgate calibrate --repo PATH|URL --ref REF [--suite FILE] [--runs N] [--state DIR]\n"
 	      "                        [--json FILE] [--markdown FILE] [--seed N] [--pairs-min N] [--pairs-max N]\n"
-	      "                        [--power P] [--resamples N] [--jobs N] [--quiet]\n"
+	      "                        [--power P] [--resamples N] [--jobs N] [--quiet] [--config FILE] [--no-sandbox]\n"
 	      "Runs N (default 10) A/A evaluations of REF against itself and publishes the false-positive rate,\n"
 	      "each series' noise and minimal detectable effect; the result is stored and cited by later\n"
-	      "evaluations of the suite.\n", f);
+	      "evaluations of the suite. --config and --no-sandbox confine the evaluations as in `abgate eval`.\n", f);
 }
 
 int ab_cmd_calibrate(int argc, char **argv)
@@ -338,9 +351,13 @@ int ab_cmd_calibrate(int argc, char **argv)
 		{ "pairs-min", required_argument, 0, 'p' }, { "pairs-max", required_argument, 0, 'P' },
 		{ "power", required_argument, 0, 'w' }, { "resamples", required_argument, 0, 'B' },
 		{ "jobs", required_argument, 0, 'J' }, { "quiet", no_argument, 0, 'q' },
+		{ "config", required_argument, 0, 'C' }, { "no-sandbox", no_argument, 0, 'N' },
 		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
 	};
 	struct ab_calibrate_options o = { .runs = 10 };
+	struct ab_sandbox_config sandbox;
+	const char *config_path = NULL;
+	int no_sandbox = 0;
 	const char *json_path = NULL, *md_path = NULL;
 	json_t *doc = NULL;
 	char *md = NULL;
@@ -373,6 +390,8 @@ int ab_cmd_calibrate(int argc, char **argv)
 			break;
 		}
 		case 'q': o.quiet = 1; break;
+		case 'C': config_path = optarg; break;
+		case 'N': no_sandbox = 1; break;
 		case 'h': calibrate_usage(stdout); return 0;
 		default: calibrate_usage(stderr); return 2;
 		}
@@ -383,7 +402,13 @@ int ab_cmd_calibrate(int argc, char **argv)
 		return 2;
 	}
 	o.power = power_pct / 100.0;
-	if (ab_calibrate_run(&doc, &o) < 0) {
+	struct ab_config *cfg = NULL;
+	if (sandbox_from_cli(&sandbox, &cfg, config_path, no_sandbox) < 0)
+		return 2;
+	o.sandbox = &sandbox;
+	int run_error = ab_calibrate_run(&doc, &o);
+	ab_config_free(cfg);
+	if (run_error < 0) {
 		fprintf(stderr, "abgate: %s\n", ab_error_last());
 		return 3;
 	}

@@ -107,6 +107,7 @@ int ab_calibrate_run(json_t **out_doc, const struct ab_calibrate_options *o)
 			.repo = o->repo, .base_ref = o->ref, .head_ref = o->ref, .suite_path = o->suite_path,
 			.state_dir = o->state_dir, .pairs_min = o->pairs_min, .pairs_max = o->pairs_max,
 			.has_seed = 1, .seed = seed + (uint64_t)i, .jobs = o->jobs, .quiet = o->quiet, .trigger = trigger,
+			.sandbox = o->sandbox,
 		};
 		int status = ab_eval_run(&result, &id, &eo);
 		const char *label = json_string_value(json_object_get(json_object_get(result, "verdict"), "label"));

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <jansson.h>
 
+struct ab_sandbox_config; /* sandbox.h */
+
 #define AB_CALIBRATION_SCHEMA "abgate.calibration/1"
 
 struct ab_calibrate_options {
@@ -32,6 +34,7 @@ struct ab_calibrate_options {
 	int quiet;
 	double power;              /* 0: 0.90 */
 	int resamples;             /* 0: 200 */
+	const struct ab_sandbox_config *sandbox; /* borrowed; NULL: the defaults (on), as ab_eval_options */
 };
 
 /*

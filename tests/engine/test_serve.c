@@ -145,7 +145,8 @@ static json_t *generate(struct child *c, int id, const char *prompt, int max_tok
 	      max_tokens);
 	CHECK(json_is_number(json_object_get(stats, "prefill_ms")) && json_is_number(json_object_get(stats, "decode_ms")) &&
 	      json_integer_value(json_object_get(stats, "gen_tokens")) == max_tokens &&
-	      json_integer_value(json_object_get(stats, "prompt_tokens")) > 0, "stats");
+	      json_integer_value(json_object_get(stats, "prompt_tokens")) > 0 &&
+	      !json_object_get(stats, "debug_wait_ms"), "stats");
 	json_incref(tokens);
 	json_decref(first);
 	json_decref(done);
@@ -282,6 +283,41 @@ static void test_session(const char *ember, const char *model, int vocab)
 	CHECK(finish(&c) == 0, "EOF: exit status not 0");
 }
 
+/* --debug-slowdown-prefill / -decode PM: the pass's time grows by PM/1000 of its own (a busy wait),
+ * reported as debug_wait_ms; one process per switch, so the wait belongs to one pass. */
+static void test_slowdown(const char *ember, const char *model)
+{
+	const char *flags[2] = {"--debug-slowdown-prefill", "--debug-slowdown-decode"};
+	for (int k = 0; k < 2; k++) {
+		struct child c;
+		spawn(&c, ember, model, flags[k], "1000");
+		json_t *ready = next(&c);
+		REQUIRE(ready, "%s: no ready line", flags[k]);
+		json_decref(ready);
+		char prompt[1024];
+		int n = snprintf(prompt, sizeof(prompt), "[1");
+		for (int i = 2; i <= 96; i++)
+			n += snprintf(prompt + n, sizeof(prompt) - (size_t)n, ",%d", 7 * i % 2000);
+		snprintf(prompt + n, sizeof(prompt) - (size_t)n, "]");
+		char req[1200];
+		snprintf(req, sizeof(req), "{\"op\":\"generate\",\"id\":1,\"prompt\":%s,\"max_tokens\":32}", prompt);
+		send_line(&c, req);
+		json_t *first = next(&c), *done = next(&c);
+		REQUIRE(first && done, "%s: generate answers", flags[k]);
+		json_t *st = json_object_get(done, "stats");
+		const double wait = json_number_value(json_object_get(st, "debug_wait_ms"));
+		const double pass = json_number_value(json_object_get(st, k == 0 ? "prefill_ms" : "decode_ms"));
+		const double work = pass - wait;
+		/* the wait ends once it has lasted the work's time: never shorter; longer only by the last
+		 * clock read and whatever preempted it */
+		CHECK(json_is_real(json_object_get(st, "debug_wait_ms")) && work > 0 && wait >= 0.98 * work - 0.01 &&
+		      wait <= 1.5 * work + 5.0, "%s 1000: waited %.3f ms for %.3f ms of work", flags[k], wait, work);
+		json_decref(first);
+		json_decref(done);
+		CHECK(finish(&c) == 0, "%s: exit status", flags[k]);
+	}
+}
+
 static void test_bad_model(const char *ember, const char *dir)
 {
 	struct child c;
@@ -412,6 +448,7 @@ int main(int argc, char **argv)
 	struct ember_gen_config g = {.shape = "tiny", .quant = "q8_0", .seed = 3};
 	REQUIRE(ember_gen_write(&g, model) == 0, "gen: %s", ember_error_last());
 	test_session(argv[1], model, 2048);
+	test_slowdown(argv[1], model);
 	char draft[4200];
 	snprintf(draft, sizeof(draft), "%s/draft.gguf", dir);
 	struct ember_gen_draft_config dc = {.target_shape = "tiny", .n_layer = 2, .block_size = 8, .seed = 4};

@@ -136,8 +136,12 @@ if [ "$MODE" = structure ]; then
   get "/calibration" 200 "$WORK/c.html"
   grep -q "No calibration is stored" "$WORK/c.html" || fail "calibration page"
   # Once the suite is calibrated, the page lists its newest calibration with the figures.
-  "$ABGATE" calibrate --repo "$REPO" --ref main --runs 2 --state "$WORK/state" --pairs-max 4 --quiet \
+  # (--no-sandbox reaches its evaluations: each stored result records the sandbox as off)
+  "$ABGATE" calibrate --repo "$REPO" --ref main --runs 2 --state "$WORK/state" --pairs-max 4 --quiet --no-sandbox \
     > "$WORK/calib.out" 2>&1 || { cat "$WORK/calib.out" >&2; fail "abgate calibrate"; }
+  off=$(sqlite3 "$WORK/state/abgate.db" "SELECT group_concat(json_extract(result_json, '\$.environment.sandbox.enabled'))
+    FROM evaluations WHERE \"trigger\" LIKE 'calibrate%'")
+  [ "$off" = "0,0" ] || fail "calibrate --no-sandbox: its evaluations record sandbox.enabled as '$off'"
   get "/calibration" 200 "$WORK/c.html"
   grep -q "<h3>mock" "$WORK/c.html" || fail "calibration page does not list the calibrated suite"
   grep -q "fpr_upper_95" "$WORK/c.html" || fail "calibration page lacks the false-positive bound"
