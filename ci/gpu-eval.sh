@@ -34,19 +34,13 @@ mkdir -p "$OUT" "$STATE" "$WORK"
 SUMMARY=$OUT/summary.log
 export PYTHONUNBUFFERED=1
 
-source "$ROOT/ci/gpu-lib.sh" # log, gpu_jansson_setup
+source "$ROOT/ci/gpu-lib.sh" # log, gpu_abgate_env, gpu_archive
 # json_get FILE EXPR: a value out of a result document (python3 is on the box; jq may not be).
 json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null || echo "?"; }
 
 [ $# -ge 1 ] || { echo "usage: $0 NAME=BASE..HEAD ..." >&2; exit 2; }
 
-# One archive back: results, SUT stderr logs and build logs (files over 4 MiB left out).
-archive() {
-	cp "$SUMMARY" "$WORK/summary.log"
-	find "$STATE" -name '*.log' -size -4M | sed 's|^/||' > "$WORK/logs.list"
-	tar czf "$OUT/results.tgz.tmp" -C "$WORK" . -C / -T "$WORK/logs.list" 2>/dev/null
-	mv -f "$OUT/results.tgz.tmp" "$OUT/results.tgz"
-}
+archive() { gpu_archive "$OUT" "$WORK" "$STATE"; }
 gpu_abgate_env "$CARRY" "$WORK" # libraries, jansson for ember's builds, the sandbox: sets sandbox_args
 
 log "host: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1); $(nproc) cores"

@@ -107,3 +107,14 @@ json.dump({"sandbox": {"ro_paths": sys.argv[2:], "env_add": ["PKG_CONFIG_PATH"]}
 		log "sandbox: read-only extras ${ro[*]:-none}; config $SB_CONFIG"
 	fi
 }
+
+# gpu_archive OUT WORK STATE: one archive back, OUT/results.tgz: all of WORK (results, summary) and
+# the SUT and build logs of the state dir (files over 4 MiB left out); replaced atomically, so a run
+# cut short still returns what it finished.
+gpu_archive() {
+	local out=$1 work=$2 state=$3
+	cp "$SUMMARY" "$work/summary.log" 2>/dev/null
+	find "$state" -name '*.log' -size -4M | sed 's|^/||' >"$work/logs.list"
+	tar czf "$out/results.tgz.tmp" -C "$work" . -C / -T "$work/logs.list" 2>/dev/null
+	mv -f "$out/results.tgz.tmp" "$out/results.tgz"
+}
