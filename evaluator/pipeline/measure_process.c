@@ -1,7 +1,8 @@
 /*
  * measure_process.c - one SUT process of the A/B loop (measure.h): ready line, a process warm-up,
  * fence calibration, one first request per context (the shape warm-up, reported as
- * first_prefill_tps), then speed.reps timed passes over every context; each sample is the median of
+ * first_prefill_tps), then speed.reps timed passes over every context (one over those above
+ * speed.reps_ctx_max); each sample is the median of
  * its requests, with every raw value, the harness interval and the engine's own figure kept. A
  * short "fence" request after each decode request charges work the SUT left over after its done
  * event back to that request, so answering early gains nothing.
@@ -477,6 +478,10 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 	for (int r = 0; r < L->reps; r++) {
 		for (int i = 0; i < L->n_slots; i++) {
 			const struct ab_measure_slot *s = &L->slots[i];
+			/* a context above speed.reps_ctx_max is timed once (in the first pass) */
+			const int n_reps = suite->speed.reps_ctx_max > 0 && s->ctx > suite->speed.reps_ctx_max ? 1 : L->reps;
+			if (r >= n_reps)
+				continue;
 			int max_tokens = s->decode ? suite->speed.gen_tokens : 1;
 			double deferred = 0;
 			if (prompt_make(L, model_name, NULL, r, s->ctx, pair, vocab, fault) < 0 ||
@@ -492,10 +497,10 @@ int ab_measure_process_run(struct ab_measure_loop *L, struct ab_sample *v, size_
 				gen.tokens = NULL;
 			}
 			ab_sut_gen_clear(&gen);
-			for (int k = 0; k < 2 && r == L->reps - 1; k++)   /* its last rep: the samples */
+			for (int k = 0; k < 2 && r == n_reps - 1; k++)   /* its last rep: the samples */
 				if (s->idx[k] >= 0) {
 					struct ab_sample *out = &v[s->idx[k]];
-					sample_from_reps(out, &L->rep[i * L->reps], L->reps, k, k);
+					sample_from_reps(out, &L->rep[i * L->reps], n_reps, k, k);
 					out->t_start_ns = t_start;
 					out->t_end_ns = t_end;
 				}

@@ -209,7 +209,7 @@ static int parse_speed(struct ab_suite_speed *speed, struct ab_jread *p, const j
 {
 	static const char *const keys[] = { "decode", "prefill", "pairs_min", "pairs_max", "confirm_pairs", "margin",
 					     "regression_ratio", "alpha", "max_failed_fraction", "method", "reps",
-					     "gate_first_request", "engine_clock_ratio", "equivalence_level", NULL };
+					     "reps_ctx_max", "gate_first_request", "engine_clock_ratio", "equivalence_level", NULL };
 	static const char *const decode_keys[] = { "contexts", "gen_tokens", NULL };
 	static const char *const prefill_keys[] = { "contexts", NULL };
 	json_t *v = NULL, *decode, *prefill, *method;
@@ -257,6 +257,7 @@ static int parse_speed(struct ab_suite_speed *speed, struct ab_jread *p, const j
 	    ab_jread_number(&speed->alpha, p, v, "alpha", 0.05, 0, 0.5, "()") < 0 ||
 	    ab_jread_number(&speed->max_failed_fraction, p, v, "max_failed_fraction", 0.25, 0, 1, "[)") < 0 ||
 	    ab_jread_int(&speed->reps, p, v, "reps", 3, 1, AB_SUITE_REPS_MAX) < 0 ||
+	    ab_jread_int(&speed->reps_ctx_max, p, v, "reps_ctx_max", 0, 0, INT_MAX) < 0 ||
 	    ab_jread_bool(&speed->gate_first_request, p, v, "gate_first_request", 0) < 0 ||
 	    ab_jread_number(&speed->engine_clock_ratio, p, v, "engine_clock_ratio", 1.5, 1, 100, "(]") < 0 ||
 	    ab_jread_number(&speed->equivalence_level, p, v, "equivalence_level", 0.90, 0.5, 1, "()") < 0)

@@ -52,6 +52,9 @@
  *   speed.method              "wilcoxon" | "bootstrap"           "wilcoxon"
  *   speed.reps                int in [1, 9]                      3 (timed requests per context and
  *                             process; the sample is their median, every raw value is kept)
+ *   speed.reps_ctx_max        int >= 0                           0 (contexts above it get one timed
+ *                             request per process instead of reps: a long request's own length
+ *                             already averages out the jitter; 0: every context gets reps)
  *   speed.gate_first_request  bool                               false (first_prefill_tps, each
  *                             length's first request in a process, is reported; true: it gates)
  *   speed.engine_clock_ratio  (1, 100]                           1.5 (the SUT's own stats claiming
@@ -185,6 +188,7 @@ struct ab_suite_speed {
 	double max_failed_fraction;     /* more failed samples than this is an infra error */
 	enum ab_suite_method method;
 	int reps;                       /* timed requests per context per process (median kept) */
+	int reps_ctx_max;               /* contexts above it are timed once per process; 0: none */
 	int gate_first_request;         /* 1: first_prefill_tps gates like prefill_tps */
 	double engine_clock_ratio;      /* engine stats this much faster than the harness: a warning */
 	double equivalence_level;       /* two-sided level of the futility (equivalence) interval */

@@ -107,7 +107,7 @@ json_t *ab_suite_to_json(const struct ab_suite *suite)
 			     "prompts", spec->prompts ? json_string(spec->prompts) : json_null(),
 			     "regression_ratio", spec->regression_ratio, "tau_floor_ratio", spec->tau_floor_ratio,
 			     "tiers", spec->own_tiers ? tiers_json(spec->tiers) : json_null());
-	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:{s:o, s:i}, s:{s:o}, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:i, s:b, s:f, s:f},"
+	return json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:{s:o, s:i}, s:{s:o}, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:i, s:i, s:b, s:f, s:f},"
 			 " s:o, s:o, s:o, s:o}",
 			 "schema", AB_SUITE_SCHEMA, "name", suite->name, "build", build, "sut", sut_to_json(&suite->sut),
 			 "models", models, "speed",
@@ -117,7 +117,7 @@ json_t *ab_suite_to_json(const struct ab_suite *suite)
 			 "pairs_min", sp->pairs_min, "pairs_max", sp->pairs_max, "confirm_pairs", sp->confirm_pairs,
 			 "margin", sp->margin, "regression_ratio", sp->regression_ratio, "alpha", sp->alpha,
 			 "max_failed_fraction", sp->max_failed_fraction, "method", ab_suite_method_name(sp->method),
-			 "reps", sp->reps, "gate_first_request", sp->gate_first_request,
+			 "reps", sp->reps, "reps_ctx_max", sp->reps_ctx_max, "gate_first_request", sp->gate_first_request,
 			 "engine_clock_ratio", sp->engine_clock_ratio, "equivalence_level", sp->equivalence_level,
 			 "accuracy", accuracy, "spec", spec_json, "tiers", tiers, "harness_paths", paths);
 }

@@ -109,7 +109,9 @@ aa_stops)
   ;;
 slower10)
   # A 10% decode slowdown is still caught under the sequential design: flagged at a look, confirmed
-  # by the independent batch, REJECT.
+  # by the independent batch, REJECT. With speed.reps_ctx_max 1024 the 2048 context is timed once
+  # per process (its samples hold one raw value), 512 three times, and the slowdown is caught at both.
+  export REPS_CTX_MAX=1024
   fixture_init
   head_commit "head: 10% slower decode" "decode_speed=0.9"
   run_eval
@@ -119,6 +121,11 @@ slower10)
     "$RESULT" >/dev/null || fail "decode regressions not confirmed: $(jq -c '[.metrics[] | {name, ctx, ratio, confirmation}]' "$RESULT")"
   jq -e '.pairs.confirmation >= .pairs.confirmation_target and .pairs.confirmation_target > 0' "$RESULT" >/dev/null \
     || fail "no confirmation batch: $(jq -c .pairs "$RESULT")"
+  jq -e '[.samples[] | select(.ok and .ctx == 2048 and (.metric == "decode_tps" or .metric == "prefill_tps"))]
+    | length > 0 and all(.reps == 1 and (.rep_values | length) == 1)' "$RESULT" >/dev/null \
+    || fail "ctx 2048 above reps_ctx_max not timed once: $(jq -c '[.samples[] | select(.ctx == 2048)][0]' "$RESULT")"
+  jq -e '[.samples[] | select(.ok and .ctx == 512 and .metric == "decode_tps")] | length > 0 and all(.reps == 3)' \
+    "$RESULT" >/dev/null || fail "ctx 512 lost its reps: $(jq -c '[.samples[] | select(.ctx == 512)][0]' "$RESULT")"
   pass "10% slower decode -> REJECT, confirmed ($(jq -c .pairs "$RESULT"))"
   ;;
 calibrate)

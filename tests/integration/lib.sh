@@ -39,7 +39,8 @@ CONF
 }
 
 # The default fixture suite: builds the mock with cc, one generated dummy "model", small sweep.
-# Overrides through env: PAIRS_MIN, PAIRS_MAX, REQUEST_TIMEOUT_S, READY_TIMEOUT_S.
+# Overrides through env: PAIRS_MIN, PAIRS_MAX, CONFIRM_PAIRS, REPS_CTX_MAX, REQUEST_TIMEOUT_S,
+# READY_TIMEOUT_S.
 fixture_suite() {
   cat <<JSON
 {
@@ -53,6 +54,7 @@ fixture_suite() {
   "speed": { "decode": { "contexts": [512, 2048], "gen_tokens": 16 },
              "prefill": { "contexts": [512, 2048] },
              "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-12}, "confirm_pairs": ${CONFIRM_PAIRS:-4},
+             "reps_ctx_max": ${REPS_CTX_MAX:-0},
              "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
   $(fixture_accuracy)$(fixture_spec)"harness_paths": ["guards/"]
 }
