@@ -245,7 +245,7 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 		const char *rw[] = { res->build_dir, NULL };
 		const char *ro[] = { rq->src_dir, rq->model, NULL };
 		const struct ab_sandbox_step ss = { .name = step, .cwd = cwd, .rw = rw, .ro = ro,
-			.env = (const char *const *)env, .status_fd = 1 };
+			.env = (const char *const *)env, .status_fd = 3 };
 		if (ab_sandbox_wrap(&boxed, sb, &ss, (const char *const *)argv) < 0) {
 			res->state = AB_BUILD_STATE_NOT_STARTED;
 			snprintf(res->reason, sizeof(res->reason), "%s: %s", step, ab_error_last());

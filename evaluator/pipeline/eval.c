@@ -268,7 +268,7 @@ static int sut_command(struct ab_measure_sut *out, char ***argv_store, char ***e
 	if (draft_path == NULL)
 		ro[3] = NULL;
 	const struct ab_sandbox_step step = { .name = "sut", .cwd = E->src[side], .ro = ro,
-		.env = out->env, .run = 1, .status_fd = 1 };
+		.env = out->env, .run = 1, .status_fd = 3 };
 	char **boxed = NULL;
 	if (ab_sandbox_wrap(&boxed, &E->sandbox, &step, out->argv) < 0)
 		return -1;

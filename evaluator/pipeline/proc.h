@@ -28,8 +28,9 @@ struct ab_proc_spec {
 	int stdout_pipe;          /* 1: a pipe read by ab_proc_read_line; 0: stdout goes where stderr goes */
 	const char *log_path;     /* stderr is appended here (created 0644); NULL: kept in a bounded in-memory tail (64 KiB) */
 	size_t line_max;          /* longest stdout line accepted; 0: AB_PROC_LINE_MAX_DEFAULT */
-	int status_fd;            /* 1: the child's fd 3 is the write end of a pipe abgate keeps (for
-	                           * bwrap's --json-status-fd 3); ab_proc_status_text reads it. Not with pass_fd */
+	int status_fd;            /* 1: the write end of a pipe abgate keeps is the child's fd 3, or its
+	                           * fd 4 when pass_fd takes fd 3 (for bwrap's --json-status-fd);
+	                           * ab_proc_status_text reads it */
 	int pass_fd;              /* > 2: becomes the child's fd 3 (borrowed; the caller closes its copy);
 	                           * 0: none. Every other fd above stderr is closed in the child */
 };
@@ -62,7 +63,7 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec);
 /* The child's pid (= its process group id). */
 pid_t ab_proc_pid(const ab_proc *proc);
 /*
- * What the child has written to its fd 3 so far (spec.status_fd), at most 4 KiB (the rest is read
+ * What the child has written to its status fd so far (spec.status_fd), at most 4 KiB (the rest is read
  * and dropped), NUL-terminated; "" without such a pipe. Never blocks. Borrowed: valid until the
  * next call on `proc` or ab_proc_free.
  */

@@ -141,7 +141,7 @@ struct exec_report {
 
 /* In the forked child: async-signal-safe calls only. */
 static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int out_fd, int err_fd,
-	int fd3, const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
+	int fd3, int fd4, const char *cwd, const char *path, char *const *argv, char *const *envp, pid_t parent)
 {
 	struct exec_report rep = {3, 0};
 	sigset_t none;
@@ -162,15 +162,17 @@ static void __attribute__((noreturn)) child_main(int report_fd, int in_fd, int o
 		_exit(127);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
 		goto fail;
-	/* fd3 (a status pipe or a passed socket) becomes fd 3, inherited (dup2 clears CLOEXEC); the
-	 * report pipe moves out of its way first. */
+	/* fd3 (a status pipe or a passed socket) becomes fd 3 and fd4 (a status pipe beside a passed
+	 * socket) fd 4, inherited (dup2 clears CLOEXEC). Each source first moves above 9, so that none
+	 * is overwritten before it is copied, and the report pipe moves out of their way too. */
 	int keep = 3;
 	if (fd3 >= 0) {
-		if (report_fd == 3 && (report_fd = fcntl(3, F_DUPFD_CLOEXEC, 4)) < 0)
+		if ((report_fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 10)) < 0 || (fd3 = fcntl(fd3, F_DUPFD_CLOEXEC, 10)) < 0 ||
+		    (fd4 >= 0 && (fd4 = fcntl(fd4, F_DUPFD_CLOEXEC, 10)) < 0))
 			_exit(127);
-		if (fd3 == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(fd3, 3) < 0)
+		if (dup2(fd3, 3) < 0 || (fd4 >= 0 && dup2(fd4, 4) < 0))
 			goto fail;
-		keep = 4;
+		keep = fd4 >= 0 ? 5 : 4;
 	}
 	/* Close everything else the parent had open (SQLite, sockets, other children's pipes). */
 #ifdef SYS_close_range
@@ -206,8 +208,6 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 
 	if (!spec || !spec->argv || !spec->argv[0])
 		return ab_error_setc(AB_EINVALID, "spawn: no command");
-	if (spec->status_fd && spec->pass_fd > 2)
-		return ab_error_setc(AB_EINVALID, "spawn: a status pipe and a passed fd both want fd 3");
 	if ((error = build_env(&envp, spec->env)) < 0)
 		goto cleanup;
 	if ((error = find_program(&path, spec->argv[0], envp)) < 0)
@@ -268,7 +268,8 @@ int ab_proc_spawn(ab_proc **out, const struct ab_proc_spec *spec)
 	}
 	if (pid == 0)
 		child_main(report[1], child_in, child_out, child_err,
-			spec->status_fd ? status_pipe[1] : spec->pass_fd > 2 ? spec->pass_fd : -1, spec->cwd, path,
+			spec->pass_fd > 2 ? spec->pass_fd : spec->status_fd ? status_pipe[1] : -1,
+			spec->pass_fd > 2 && spec->status_fd ? status_pipe[1] : -1, spec->cwd, path,
 			(char *const *)spec->argv, envp, parent);
 	p->pid = pid;
 	close_fd(&report[1]);

@@ -273,6 +273,8 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 
 	if (!argv || !argv[0])
 		return ab_error_setc(AB_EINVALID, "sandbox: no command");
+	if (step->status_fd && step->status_fd != 3 && step->status_fd != 4)
+		return ab_error_setc(AB_EINVALID, "sandbox: status fd %d (3 or 4)", step->status_fd);
 	for (size_t i = 0; step->rw && step->rw[i]; i++)
 		if (check_path("writable", step->rw[i]) < 0)
 			return AB_EINVALID;
@@ -283,7 +285,7 @@ int ab_sandbox_wrap(char ***out, const struct ab_sandbox_config *cfg, const stru
 	add_cgroups(&a, lim, step->run ? "run" : "build");
 	add(&a, cfg->bwrap ? cfg->bwrap : "bwrap");
 	if (step->status_fd)
-		add2(&a, "--json-status-fd", "3");
+		add2(&a, "--json-status-fd", step->status_fd == 4 ? "4" : "3");
 	add(&a, "--unshare-user");
 	/* As root, bwrap would keep capabilities: map abgate to an unprivileged uid inside. */
 	add2(&a, "--uid", SANDBOX_UID);

@@ -57,8 +57,9 @@ struct ab_sandbox_step {
 	const char *const *ro;       /* NULL-terminated: bound read-only (after rw, so it wins below one) */
 	const char *const *env;      /* "KEY=VALUE" the suite sets, NULL-terminated; denied names dropped */
 	int run;                     /* 1: run limits and GPU binding; 0: build limits */
-	int status_fd;               /* 1: bwrap writes its JSON status records to fd 3: spawn the argv
-	                              * with proc.h's spec.status_fd (ab_proc_run_status) */
+	int status_fd;               /* 0: none; 3 (or 4, when fd 3 is a passed socket): bwrap writes its
+	                              * JSON status records to that fd: spawn the argv with proc.h's
+	                              * spec.status_fd (ab_proc_run_status), which puts the pipe there */
 };
 
 /*
@@ -85,7 +86,7 @@ int ab_sandbox_env_denied(const char *name);
 int ab_sandbox_probe(const struct ab_sandbox_config *cfg, char *version, size_t version_len);
 
 /*
- * 1 when a step wrapped with status_fd never ran its command: `status` (what bwrap wrote to fd 3)
+ * 1 when a step wrapped with status_fd never ran its command: `status` (what bwrap wrote to its status fd)
  * has no "exit-code" record. bwrap writes {"child-pid": N} when it has forked its set-up child and
  * {"exit-code": N} only after the command itself ran and ended (a mount, namespace or execvp
  * failure leaves none). Nothing the command prints can fake or hide that record, unlike its

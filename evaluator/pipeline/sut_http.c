@@ -11,6 +11,7 @@
 
 #include "build.h"
 #include "error.h"
+#include "sandbox.h"
 #include "sut_echo.h"
 #include "sut_relay.h"
 #include "sut_sse.h"
@@ -42,6 +43,7 @@
 struct ab_sut_http {
 	ab_proc *proc;
 	ab_sut_relay *relay;      /* sandboxed: the server is reached through abgate-relay's socket */
+	int sandbox_status;       /* sandboxed: bwrap's status records come back on the proc's status pipe */
 	CURL *curl;
 	int api, port, vocab_size;
 	int ready_timeout_ms, request_timeout_ms, quit_grace_ms;
@@ -77,6 +79,16 @@ static int hgone(ab_sut_http *h, struct ab_sut_fault *out, const char *during, c
 		char *tail = NULL;
 		int oom = ab_proc_stderr_tail(&tail, h->proc, 4096) == 0 && tail &&
 			(strstr(tail, "out of memory") || strstr(tail, "std::bad_alloc"));
+		/* bubblewrap's own failure (no exit-code record on its status fd: the relay and the
+		 * server never ran), as sut.c classifies a stdio SUT's: the box's, with its last
+		 * "bwrap: " line */
+		if (h->sandbox_status && !st.signaled && ab_sandbox_start_failed(ab_proc_status_text(h->proc))) {
+			char why[200] = "bubblewrap exited before starting the command";
+			for (char *m = tail ? strstr(tail, "bwrap: ") : NULL; m; m = strstr(m + 1, "bwrap: "))
+				snprintf(why, sizeof(why), "%.*s", (int)strcspn(m, "\n"), m);
+			free(tail);
+			return hfail(h, out, AB_SUT_SANDBOX, "sandbox: %s (during %s)", why, during);
+		}
 		free(tail);
 		ab_proc_status_describe(desc, sizeof(desc), &st);
 		return hfail(h, out, oom ? AB_SUT_OOM : AB_SUT_CRASH, "%s during %s: %s",
@@ -333,6 +345,8 @@ int ab_sut_http_start(ab_sut_http **out, struct ab_sut_fault *fault, const struc
 		spec.argv = (const char *const *)boxed;
 		spec.env = NULL;
 		spec.pass_fd = ab_sut_relay_fd(h->relay);
+		spec.status_fd = 1;   /* bwrap's status records on fd 4 (sut_relay.c) */
+		h->sandbox_status = 1;
 	}
 	int spawned = ab_proc_spawn(&h->proc, &spec);
 	ab_sut_relay_started(h->relay);

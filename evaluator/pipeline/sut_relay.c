@@ -119,7 +119,8 @@ int ab_sut_relay_open(ab_sut_relay **out, char ***out_argv, const struct ab_sut_
 	cmd[2] = port_s;
 	cmd[3] = "--";
 	memcpy(cmd + 4, argv, n_argv * sizeof(*cmd));
-	const struct ab_sandbox_step step = { .name = "sut", .cwd = cwd, .ro = ro, .env = env, .run = 1 };
+	/* fd 3 is the relay's socket: bwrap's status records go to fd 4 (sut_http.c spawns with both) */
+	const struct ab_sandbox_step step = { .name = "sut", .cwd = cwd, .ro = ro, .env = env, .run = 1, .status_fd = 4 };
 	if ((error = ab_sandbox_wrap(out_argv, sb->config, &step, cmd)) < 0)
 		goto cleanup;
 	*out = r;

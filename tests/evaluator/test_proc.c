@@ -164,6 +164,31 @@ static void pass_fd(void)
 	close(other[1]);
 }
 
+/* pass_fd with status_fd: the passed fd is the child's fd 3 and the status pipe its fd 4
+ * (ab_proc_status_text reads what the child wrote there); nothing else above stderr leaks. */
+static void pass_fd_status(void)
+{
+	int fds[2];
+	CHECK(pipe2(fds, O_CLOEXEC) == 0);
+	const char *argv[] = {"sh", "-c", "echo on-3 >&3; echo '{\"exit-code\": 0}' >&4; ls /proc/self/fd | sort -n | tr '\\n' ' ' >&3",
+		NULL};
+	const struct ab_proc_spec spec = {.argv = argv, .pass_fd = fds[1], .status_fd = 1};
+	ab_proc *p = NULL;
+	CHECK(ab_proc_spawn(&p, &spec) == 0);
+	close(fds[1]);
+	struct ab_proc_status st;
+	CHECK(ab_proc_wait(&st, p, ab_proc_deadline_ms(10000)) == 0 && ab_proc_status_ok(&st));
+	char buf[256] = "";
+	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+	CHECK(n > 0);
+	buf[n] = '\0';
+	CHECK_STR_HAS(buf, "on-3\n0 1 2 3 4 ");
+	CHECK(!strstr(buf, " 6 ") && !strstr(buf, " 7 "));
+	CHECK_STR_HAS(ab_proc_status_text(p), "\"exit-code\": 0");
+	ab_proc_free(p);
+	close(fds[0]);
+}
+
 /* Reads the grandchild pid the test scripts print first. */
 static pid_t read_pid_line(ab_proc *p)
 {
@@ -425,7 +450,7 @@ int main(int argc, char **argv)
 		{"group_leftovers", group_leftovers}, {"lines", lines}, {"oversize_line", oversize_line},
 		{"partial_last_line", partial_last_line}, {"write_timeout", write_timeout},
 		{"read_timeout", read_timeout}, {"stderr_tail", stderr_tail},
-		{"status_describe", status_describe}, {"pass_fd", pass_fd},
+		{"status_describe", status_describe}, {"pass_fd", pass_fd}, {"pass_fd_status", pass_fd_status},
 	};
 	return TU_RUN(argc, argv, cases);
 }

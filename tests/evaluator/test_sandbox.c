@@ -142,7 +142,7 @@ static int boxed_not_started(const char *dir, const char *const *ro, const char 
 	ab_sandbox_config_defaults(&cfg);
 	const char *rw[] = { dir, NULL };
 	const char *cmd[] = { "/bin/sh", "-c", script, NULL };
-	struct ab_sandbox_step step = { .name = "build", .cwd = dir, .rw = rw, .ro = ro, .status_fd = 1 };
+	struct ab_sandbox_step step = { .name = "build", .cwd = dir, .rw = rw, .ro = ro, .status_fd = 3 };
 	char **argv = NULL, status[4096];
 	struct ab_proc_status st;
 	CHECK(ab_sandbox_wrap(&argv, &cfg, &step, cmd) == 0);

@@ -14,7 +14,7 @@
 # gates over HTTP.
 #   usage: ABGATE=... SRC_ROOT=... EMBER=... http_cases.sh aa|slower|aa_sandbox|slower_sandbox|
 #          sandbox_loopback|acc_http_sut|acc_http_ref|acc_http_bounded|acc_http_unavailable|
-#          spec_aa|spec_aa_sandbox
+#          spec_aa|spec_aa_sandbox|box_fails|poses_bwrap
 source "$(dirname "$0")/lib.sh"
 EMBER=${EMBER:?path to the ember executable}
 
@@ -305,6 +305,56 @@ acc_http_unavailable)
     "$RESULT" >/dev/null || fail "accuracy gates not reported unavailable: $(jq -c .gates "$RESULT")"
   jq_result .verdict.reason | grep -q "'logprobs' is at most 64" || fail "reason lacks the server's words: $(jq_result .verdict.reason)"
   pass "scoring refused -> eval:infra-error, accuracy gates not measured: $(jq_result .verdict.reason)"
+  ;;
+box_fails)
+  # The sandbox around the HTTP server cannot start (a stand-in bwrap that fails as bwrap does,
+  # without a status record, for the server's command only; builds and the probe get the real
+  # one): infra at the first process with bwrap's reason, no retries, never a REJECT.
+  command -v bwrap >/dev/null || { echo "SKIP: bubblewrap is not installed (ci/deps.sh)"; exit 77; }
+  export PAIRS_MIN=4 PAIRS_MAX=6
+  http_fixture
+  head_args "head: comment only" "# no functional change"
+  real=$(command -v bwrap)
+  cat > "$WORK/bwrap-sut-fails" <<SH
+#!/bin/sh
+case "\$*" in
+*"serve --http"*)
+  echo started >> "$WORK/sut-attempts"
+  echo "bwrap: Can't mount tmpfs on /newroot/tmp: No space left on device" >&2
+  exit 1 ;;
+esac
+exec "$real" "\$@"
+SH
+  chmod +x "$WORK/bwrap-sut-fails"
+  jq --arg b "$WORK/bwrap-sut-fails" '.sandbox.bwrap = $b' "$CONFIG" > "$WORK/box.json"
+  run_eval --config "$WORK/box.json"
+  expect_rc 3
+  expect_label "eval:infra-error"
+  reason=$(jq_result '.verdict.reason')
+  case "$reason" in *"sandbox: bwrap: Can't mount tmpfs"*) ;; *) fail "reason: $reason" ;; esac
+  [ "$(wc -l < "$WORK/sut-attempts")" -eq 1 ] || fail "$(wc -l < "$WORK/sut-attempts") server starts, expected 1 (no retry)"
+  pass "the HTTP server's sandbox cannot start -> infra-error at the first process: $reason"
+  ;;
+poses_bwrap)
+  # A head server that prints bwrap's failure and exits before it listens: bwrap ran it (its status
+  # fd has the exit-code record), so it is the server's own crash, with retries, never the box's.
+  command -v bwrap >/dev/null || { echo "SKIP: bubblewrap is not installed (ci/deps.sh)"; exit 77; }
+  export PAIRS_MIN=4 PAIRS_MAX=6
+  http_fixture
+  g checkout -q -B head
+  cat > "$REPO/build.sh" <<'SH'
+printf '#!/bin/sh\necho "bwrap: Can'"'"'t mount tmpfs on /newroot/tmp: No space left on device" >&2\nexit 1\n' > "$1/ember"
+chmod +x "$1/ember"
+SH
+  g add -A && g commit -qm "head: the server poses as the sandbox"
+  g checkout -q main
+  run_eval --config "$CONFIG"
+  expect_rc 3
+  expect_label "eval:infra-error"
+  reason=$(jq_result '.verdict.reason')
+  case "$reason" in *"sandbox: bwrap"*) fail "classified as the sandbox's: $reason" ;; esac
+  case "$reason" in *"head SUT failed"*) ;; *) fail "reason: $reason" ;; esac
+  pass "a server that prints bwrap's failure -> its own crash: $reason"
   ;;
 *)
   fail "unknown case $1"
