@@ -14,6 +14,11 @@
 #
 # Environment: DEADLINE_S (default 560: a 600 s device call less the archive), STATE, WORK, OUT,
 # SEED_BASE and NO_SANDBOX as in ci/gpu-eval.sh.
+# Longer than one device call: start it detached with OUT, STATE and WORK under the repository's
+# git-ignored .abgate/ (kept on the box between calls while it stays warm), e.g.
+#   DEADLINE_S=900 OUT=$PWD/.abgate/bg ... setsid nohup bash ci/gpu-figures.sh STEP... &
+# and let the next calls wait on it and copy .abgate/bg into $OUT (how the 2026-12-04 figures in
+# ci/h200-evaluations.md were taken: ten calibration runs and two evaluations over three calls).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export OUT=${OUT:-/tmp/abgate-out} STATE=${STATE:-/tmp/abgate-state} WORK=${WORK:-/tmp/abgate-work}
@@ -22,7 +27,7 @@ mkdir -p "$OUT" "$STATE" "$WORK"
 SUMMARY=$OUT/summary.log
 source "$ROOT/ci/gpu-lib.sh" # log, gpu_archive
 export PATH=$ROOT/.gpu/eval/bin:$PATH
-[ $# -ge 1 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
 
 left() { echo $((DEADLINE_S - SECONDS)); }
 for step in "$@"; do # every step is known before the first one runs
