@@ -27,7 +27,7 @@ mkdir -p "$OUT" "$STATE" "$WORK"
 SUMMARY=$OUT/summary.log
 source "$ROOT/ci/gpu-lib.sh" # log, gpu_archive
 export PATH=$ROOT/.gpu/eval/bin:$PATH
-[ $# -ge 1 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 
 left() { echo $((DEADLINE_S - SECONDS)); }
 for step in "$@"; do # every step is known before the first one runs
