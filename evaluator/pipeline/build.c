@@ -278,15 +278,12 @@ static int run_step(struct ab_build_result *res, const char *step, const char *c
 		/* bubblewrap's own failure (its status fd has no exit-code record: the command never ran)
 		 * is the box's, not the PR's; its "bwrap: ..." line, the last one in the log, says why. */
 		if (sb && !st.signaled && ab_sandbox_start_failed(status)) {
-			char *msg = NULL, *nl;
-			if (ab_fs_tail(&out, res->log_path, 4096, log_start) == 0 && out)
-				for (char *m = strstr(out, "bwrap: "); m; m = strstr(m + 1, "bwrap: "))
-					msg = m;
-			if (msg && (nl = strchr(msg, '\n')))
-				*nl = '\0';
+			char why[200];
+			if (ab_fs_tail(&out, res->log_path, 4096, log_start) != 0)
+				out = NULL;
+			ab_sandbox_failure_reason(why, sizeof(why), out);
 			res->state = AB_BUILD_STATE_NOT_STARTED;
-			snprintf(res->reason, sizeof(res->reason), "%s: sandbox: %s", step,
-				msg ? msg : "bubblewrap exited before starting the command");
+			snprintf(res->reason, sizeof(res->reason), "%s: sandbox: %s", step, why);
 			free(out);
 			return 1;
 		}

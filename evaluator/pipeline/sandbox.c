@@ -379,6 +379,17 @@ int ab_sandbox_start_failed(const char *status)
 	return !status || !strstr(status, "\"exit-code\"");
 }
 
+void ab_sandbox_failure_reason(char *why, size_t len, const char *tail)
+{
+	const char *last = NULL;
+	for (const char *m = tail ? strstr(tail, "bwrap: ") : NULL; m; m = strstr(m + 1, "bwrap: "))
+		last = m;
+	if (last)
+		snprintf(why, len, "%.*s", (int)strcspn(last, "\n"), last);
+	else
+		snprintf(why, len, "bubblewrap exited before starting the command");
+}
+
 int ab_sandbox_probe(const struct ab_sandbox_config *cfg, char *version, size_t version_len)
 {
 	char tmpdir[] = "/tmp/abgate-probe.XXXXXX", *tail = NULL, **argv = NULL;

@@ -94,4 +94,10 @@ int ab_sandbox_probe(const struct ab_sandbox_config *cfg, char *version, size_t 
  */
 int ab_sandbox_start_failed(const char *status);
 
+/*
+ * Why bwrap failed, for a step ab_sandbox_start_failed says never ran: the last "bwrap: ..." line
+ * of its stderr `tail` (may be NULL), else a generic reason. Writes at most `len` bytes to `why`.
+ */
+void ab_sandbox_failure_reason(char *why, size_t len, const char *tail);
+
 #endif

@@ -157,9 +157,8 @@ static int sut_ended(ab_sut *s, struct ab_sut_fault *out, const char *during)
 	 * (whatever the command printed, it cannot write that fd's records). Its last "bwrap: " line
 	 * says why. */
 	if (s->sandbox_status && !st.signaled && ab_sandbox_start_failed(ab_proc_status_text(s->proc))) {
-		char why[200] = "bubblewrap exited before starting the command";
-		for (char *m = tail ? strstr(tail, "bwrap: ") : NULL; m; m = strstr(m + 1, "bwrap: "))
-			snprintf(why, sizeof(why), "%.*s", (int)strcspn(m, "\n"), m);
+		char why[200];
+		ab_sandbox_failure_reason(why, sizeof(why), tail);
 		free(tail);
 		return sut_fail(s, out, AB_SUT_SANDBOX, "sandbox: %s (during %s)", why, during);
 	}

@@ -83,9 +83,8 @@ static int hgone(ab_sut_http *h, struct ab_sut_fault *out, const char *during, c
 		 * server never ran), as sut.c classifies a stdio SUT's: the box's, with its last
 		 * "bwrap: " line */
 		if (h->sandbox_status && !st.signaled && ab_sandbox_start_failed(ab_proc_status_text(h->proc))) {
-			char why[200] = "bubblewrap exited before starting the command";
-			for (char *m = tail ? strstr(tail, "bwrap: ") : NULL; m; m = strstr(m + 1, "bwrap: "))
-				snprintf(why, sizeof(why), "%.*s", (int)strcspn(m, "\n"), m);
+			char why[200];
+			ab_sandbox_failure_reason(why, sizeof(why), tail);
 			free(tail);
 			return hfail(h, out, AB_SUT_SANDBOX, "sandbox: %s (during %s)", why, during);
 		}
