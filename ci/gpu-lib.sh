@@ -24,24 +24,35 @@ gen() {
 	[ -s "$f" ] || { "$EMBER" gen --shape "$1" --quant "$2" --seed 1 -o "$f.tmp" && mv -f "$f.tmp" "$f"; }
 }
 
-# gpu_jansson_setup DEB_DIR: ember's build needs jansson's headers and the GPU image has only the
-# runtime. Debian packages carried in DEB_DIR (apt-get download libjansson-dev
-# libjansson4, as ci/gpu-pack.sh does) are unpacked into a private prefix ($JANSSON_ROOT, default
-# /tmp/jansson-root) that pkg-config and the
-# loader are pointed at. Does nothing when jansson is installed or no packages were carried.
+# gpu_jansson_setup DEB_DIR: ember's build needs jansson's headers (and libmicrohttpd's, for
+# `ember serve --http`) and the GPU image has neither. Debian packages carried in DEB_DIR
+# (apt-get download libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12, as ci/gpu-pack.sh
+# does) are unpacked into a private prefix ($JANSSON_ROOT, default /tmp/jansson-root) that
+# pkg-config and the loader are pointed at; a library those packages need that the image lacks
+# (libmicrohttpd's gnutls, found with ldd) is copied into the prefix from DEB_DIR/../lib, the
+# libraries packed beside abgate. Does nothing when both are installed or no packages were carried.
 #   usage: gpu_jansson_setup DEB_DIR; echo "$GPU_JANSSON_MSG"
 # (call it in the current shell, not in $(...): it exports PKG_CONFIG_PATH and LD_LIBRARY_PATH)
 gpu_jansson_setup() {
-	local deb_dir=$1 root=${JANSSON_ROOT:-/tmp/jansson-root} d
-	GPU_JANSSON_MSG="jansson is installed"
-	pkg-config --exists jansson 2>/dev/null && return 0
-	GPU_JANSSON_MSG="jansson headers missing and no packages in $deb_dir"
+	local deb_dir=$1 root=${JANSSON_ROOT:-/tmp/jansson-root} d lib libdir missing
+	GPU_JANSSON_MSG="jansson and libmicrohttpd are installed"
+	pkg-config --exists jansson libmicrohttpd 2>/dev/null && return 0
+	GPU_JANSSON_MSG="jansson or libmicrohttpd headers missing and no packages in $deb_dir"
 	ls "$deb_dir"/*.deb >/dev/null 2>&1 || return 0
 	for d in "$deb_dir"/*.deb; do dpkg -x "$d" "$root"; done
-	sed -i "s|^prefix=.*|prefix=$root/usr|" "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/jansson.pc
-	export PKG_CONFIG_PATH=$root/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}
-	export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-	GPU_JANSSON_MSG="jansson headers from the carried packages in $root"
+	libdir=$root/usr/lib/x86_64-linux-gnu
+	# the prefix is moved, and shared linking needs no Requires.private (gnutls has no .pc there)
+	sed -i -e "s|^prefix=.*|prefix=$root/usr|" -e '/^Requires.private:/d' "$libdir"/pkgconfig/*.pc
+	export PKG_CONFIG_PATH=$libdir/pkgconfig:${PKG_CONFIG_PATH:-}
+	export LD_LIBRARY_PATH=$libdir:${LD_LIBRARY_PATH:-}
+	for lib in "$libdir"/*.so.*; do
+		[ -f "$lib" ] || continue
+		for missing in $(ldd "$lib" 2>/dev/null | awk '/not found/ {print $1}'); do
+			[ -f "$deb_dir/../lib/$missing" ] && cp -L -n "$deb_dir/../lib/$missing" "$libdir/"
+		done
+	done
+	missing=$(for lib in "$libdir"/*.so.*; do ldd "$lib" 2>/dev/null | awk '/not found/ {print $1}'; done | sort -u | tr '\n' ' ')
+	GPU_JANSSON_MSG="$(cd "$deb_dir" && ls *.deb | sed 's/_.*//' | tr '\n' ' ')headers from the carried packages in $root${missing:+; still missing: $missing}"
 }
 
 # gpu_bwrap_setup DEB_DIR: the sandbox needs bubblewrap and the GPU image has none. Debian's

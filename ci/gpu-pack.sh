@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ci/gpu-pack.sh - prepares .gpu/eval/ (git-ignored) for ci/gpu-eval.sh on the GPU machine, which
 # has no libgit2, libmicrohttpd or jansson headers: the abgate binary built here with every
-# library it loads (../shared/tools/pack-libs.sh does the ldd walk), jansson's Debian packages for
-# ember's source builds there, Debian's bubblewrap for the sandbox, and a bare copy of this repository with the experiment branches
+# library it loads (../shared/tools/pack-libs.sh does the ldd walk), jansson's and libmicrohttpd's
+# Debian packages for ember's source builds there, Debian's bubblewrap for the sandbox, and a bare copy of this repository with the experiment branches
 # of ci/gpu-experiments.sh.
 #   usage: ci/gpu-pack.sh [BUILD_DIR]       (default build/; abgate must be built there)
 set -euo pipefail
@@ -26,8 +26,9 @@ for bin in "$dest"/bin/abgate "$dest"/bin/jq; do
       xargs -I{} cp -L -n {} "$dest/lib/"
   fi
 done
-(cd "$dest/deb" && apt-get download libjansson-dev libjansson4 >/dev/null 2>&1) ||
-  echo "gpu-pack: could not download jansson packages (ember will need jansson headers there)" >&2
+# ember's build there needs jansson's headers, and libmicrohttpd's for `ember serve --http`
+(cd "$dest/deb" && apt-get download libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12 >/dev/null 2>&1) ||
+  echo "gpu-pack: could not download the jansson/libmicrohttpd packages (ember will need their headers there)" >&2
 # bubblewrap for the sandbox (the GPU image has none); gpu_bwrap_setup unpacks it there.
 mkdir -p "$dest/deb-bwrap"
 (cd "$dest/deb-bwrap" && apt-get download bubblewrap >/dev/null 2>&1) ||
