@@ -58,6 +58,9 @@ static void read_options(struct cuda_options *o)
 	o->gemv_ring = env_int("EMBER_GEMV_RING", 3);
 	o->gemv_ctas = env_int("EMBER_GEMV_CTAS", 0);
 	o->verify = env_int("EMBER_VERIFY", 1) != 0;
+	o->win_split = env_int("EMBER_WIN_SPLIT", 1);
+	o->win_split = o->win_split < 0 ? 0 : o->win_split > 2 ? 2 : o->win_split;
+	o->win_warps = env_int("EMBER_WIN_WARPS", 8) == 12 ? 12 : 8;
 	o->gemm_bucket = env_int("EMBER_GEMM_BUCKET", 64);
 	o->prefill_warm = env_int("EMBER_PREFILL_WARM", 1) != 0;
 }
@@ -133,7 +136,7 @@ static void cuda_destroy(struct ember_backend *be)
 	                be->counters, be->p_tokens, be->p_argmax, be->p_x,
 	                be->p_qkv, be->p_gu, be->p_logits, be->p_xn, be->p_q, be->p_attn, be->p_h,
 	                be->w_state, be->w_tokens, be->w_argmax, be->w_x, be->w_qkv, be->w_logits, be->w_sx,
-	                be->w_part_o, be->w_part_ml, be->w_attn, be->w_ffh, be->w_xs, be->w_counters, be->cap};
+	                be->w_part_o, be->w_part_ml, be->w_attn, be->w_ffh, be->w_xs, be->w_counters, be->w_split_part, be->w_split_cnt, be->cap};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
 	if (be->h_state)
@@ -314,6 +317,9 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	const size_t bytes_win = (size_t)WM * (4 * E + 4 * (qd + 2 * kvd) + 4 * (size_t)V + 2 * qd + 2 * F + 2 * k_max_pad +
 	                                       4 * (k_max_pad / 16) + 8) +
 	                         (size_t)WM * hp->n_head_kv * be->n_split * group * (hd + 2) * 4 + (size_t)WM * hp->n_head_kv * 4;
+	/* The split window GEMV's scratch: every GEMV of a layer but the LM head (qkv, o, gate/up, down). */
+	be->w_split_jobs = (qd + 15) / 16 + 2 * ((kvd + 15) / 16) + (E + 15) / 16 + 2 * ((F + 15) / 16);
+	const size_t bytes_split = (size_t)be->w_split_jobs * (8 * WM * 16 * 4 + 4);
 	const size_t bytes_cap = (size_t)be->cap_rows * be->n_capture * E * 4;
 
 	/* Plan every byte first, so an out-of-memory is one message with the sizes. */
@@ -333,7 +339,7 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	const size_t B = (size_t)be->chunk;
 	be->bytes_scratch = max_raw + (size_t)be->n_ctx * hd * 4 + B * (4 * E + 2 * E + 4 * (qd + 2 * kvd) + 2 * qd * 2 + 4 * 2 * F + 2 * F + 8) +
 	                    (size_t)be->logit_rows * V * 4 + (size_t)V * 4 + (size_t)hp->n_head_kv * be->n_split * group * (hd + 2) * 4 +
-	                    bytes_win + bytes_cap;
+	                    bytes_win + bytes_split + bytes_cap;
 	{
 		size_t free_b = 0, total_b = 0;
 		CUDA_CHECK_GOTO(cudaMemGetInfo(&free_b, &total_b));
@@ -469,11 +475,14 @@ static int cuda_create(struct ember_backend **out, const struct ember_model *mod
 	be->w_part_o = dev_alloc((size_t)WM * hp->n_head_kv * be->n_split * group * hd * 4, &error);
 	be->w_part_ml = dev_alloc((size_t)WM * hp->n_head_kv * be->n_split * group * 2 * 4, &error);
 	be->w_counters = dev_alloc((size_t)WM * hp->n_head_kv * 4, &error);
+	be->w_split_part = dev_alloc((size_t)be->w_split_jobs * 8 * WM * 16 * 4, &error);
+	be->w_split_cnt = dev_alloc((size_t)be->w_split_jobs * 4, &error);
 	if (be->n_capture)
 		be->cap = dev_alloc(bytes_cap, &error);
 	if (error)
 		goto cleanup;
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->w_counters, 0, (size_t)WM * hp->n_head_kv * 4, be->stream));
+	CUDA_CHECK_GOTO(cudaMemsetAsync(be->w_split_cnt, 0, (size_t)be->w_split_jobs * 4, be->stream));
 	CUDA_CHECK_GOTO(cudaMemsetAsync(be->w_state, 0, sizeof(struct ember_decode_state), be->stream));
 	CUDA_CHECK_GOTO(cudaMallocHost((void **)&be->w_host, sizeof(struct cuda_win_host)));
 	memset(be->w_host, 0, sizeof(*be->w_host));

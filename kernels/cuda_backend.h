@@ -31,6 +31,9 @@ struct cuda_options {
 	int gemv_ctas;     /* EMBER_GEMV_CTAS: its CTAs per SM at most (0 = as many as fit) */
 	int verify;        /* EMBER_VERIFY: all-rows forwards of 2..16 tokens run the verify window,
 	                      bit-identical to decode steps (default 1); 0 = the batched prefill */
+	int win_split;     /* EMBER_WIN_SPLIT: the window GEMV's chain split over CTAs: 1 (default) when
+	                      the tokens do not fit one pass, 2 always (not the LM head), 0 never */
+	int win_warps;     /* EMBER_WIN_WARPS: warps per CTA of the split kernel, 8 (default) or 12 */
 	int gemm_bucket;   /* EMBER_GEMM_BUCKET: prefill GEMM row counts rounded up to a multiple of this
 	                      (default 64; 0 or 1 = the exact count), so few shapes exist */
 	int prefill_warm;  /* EMBER_PREFILL_WARM: run every bucketed GEMM shape and one full chunk at
@@ -110,6 +113,9 @@ struct ember_backend {
 	float *w_x, *w_qkv, *w_logits, *w_sx, *w_part_o, *w_part_ml;
 	void *w_attn, *w_ffh, *w_xs;
 	uint32_t *w_counters;
+	float *w_split_part;         /* the window GEMV's chain sums (gemv_window.cuh part) */
+	uint32_t *w_split_cnt;       /* its arrival counters, zeroed at create */
+	int w_split_jobs;
 	cudaGraphExec_t w_graph[17];
 	int w_warm[17];
 

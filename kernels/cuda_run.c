@@ -288,6 +288,11 @@ static struct ember_gemv_win_args win_args(struct ember_backend *be, struct embe
 	w.ld_h = be->hp.n_ff;
 	w.xs = be->w_xs;
 	w.sx = be->w_sx;
+	w.split = be->opt.win_split;
+	w.split_warps = be->opt.win_warps;
+	w.part = be->w_split_part;
+	w.cnt = be->w_split_cnt;
+	w.part_jobs = be->w_split_jobs;
 	return w;
 }
 

@@ -10,15 +10,15 @@
  *     the decode splits the 8 scale groups of a tile over the 4 lanes of a row group, so each lane
  *     here keeps 4 "virtual lane" accumulators per (row, token) and adds them as the decode's
  *     shuffles do, then the warps' sums are added in warp order as in stream_finish.
+ * When the tokens' inputs do not all fit one CTA (or with EMBER_WIN_SPLIT=2), ember_gemv_window runs
+ * the chain-split kernel of gemv_window_split.cu instead, after the same staging.
  */
 #include "gemv_window.cuh"
 
 #include "gemv_core.cuh"
 #include "gemv_ring.cuh"
 #include "gemv_stream.cuh"
-
-#define WIN_XPAD 8 /* halves of padding per token row of staged input (bank spread of B loads) */
-#define WIN_SPAD 2 /* floats of padding per token row of input sums */
+#include "gemv_window_core.cuh"
 
 template <int IN, int T>
 static __global__ void __launch_bounds__(T) win_stage_kernel(ember_gemv_args a, int k_pad, int ld_x, __half *xs_g, float *sx_g)
@@ -36,125 +36,6 @@ static __global__ void __launch_bounds__(T) win_stage_kernel(ember_gemv_args a, 
 		dst[i] = reinterpret_cast<const uint4 *>(xs)[i];
 	for (int i = threadIdx.x; i < k_pad / 16; i += T)
 		sx_g[(size_t)t * (k_pad / 16) + i] = sx[i];
-}
-
-/* ---- the window tile cores: acc[nb][v][r][c] is virtual lane v's partial for row gid + 8r and
- * token 8 nb + 2 g + c; B column gid of block nb is token 8 nb + gid (zero past n_tok). ---- */
-
-template <int NB>
-static __device__ __forceinline__ void win_b(uint32_t (&b0)[NB], uint32_t (&b1)[NB], const uint32_t *xw32, int ws, int nt,
-                                             int kt, int s, int lane)
-{
-	const int gid = lane >> 2, g = lane & 3;
-#pragma unroll
-	for (int nb = 0; nb < NB; nb++) {
-		const int tok = nb * 8 + gid;
-		const uint32_t *p = xw32 + (size_t)tok * ws + kt * 128 + 8 * s + g;
-		b0[nb] = tok < nt ? p[0] : 0u;
-		b1[nb] = tok < nt ? p[4] : 0u;
-	}
-}
-
-template <int TYPE, int NB>
-static __device__ __forceinline__ void win_tile(const tile_regs<TYPE> &t, const uint32_t *xw32, int ws, const float *sxw,
-                                                int ss, int nt, int kt, int lane, float (&acc)[NB][4][2][2])
-{
-	const int g = lane & 3;
-	if constexpr (TYPE == EMBER_T_Q8_0) {
-#pragma unroll
-		for (int b = 0; b < 8; b++) {
-			float c[NB][4];
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-				c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.0f;
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				const int s = 2 * b + h;
-				uint32_t a[4], b0[NB], b1[NB];
-				ember_q8_regs(u4get(t.q[b], 2 * h), u4get(t.q[b], 2 * h + 1), a);
-				win_b<NB>(b0, b1, xw32, ws, nt, kt, s, lane);
-#pragma unroll
-				for (int nb = 0; nb < NB; nb++)
-					ember_mma_16816(c[nb], a, b0[nb], b1[nb], c[nb]);
-			}
-			const float d0 = half_bits_to_float(u4get(t.d0, b >> 1) >> (16 * (b & 1)));
-			const float d1 = half_bits_to_float(u4get(t.d1, b >> 1) >> (16 * (b & 1)));
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-				for (int cc = 0; cc < 2; cc++) {
-					const int tok = nb * 8 + 2 * g + cc < nt ? nb * 8 + 2 * g + cc : 0; /* past nt: never stored */
-					const float2 s2 = *reinterpret_cast<const float2 *>(sxw + (size_t)tok * ss + kt * 16 + 2 * b);
-					const float S = s2.x + s2.y;
-					acc[nb][b & 3][0][cc] = q8_group_epi(acc[nb][b & 3][0][cc], d0, c[nb][cc], S);
-					acc[nb][b & 3][1][cc] = q8_group_epi(acc[nb][b & 3][1][cc], d1, c[nb][2 + cc], S);
-				}
-		}
-	} else if constexpr (TYPE == EMBER_T_Q4_K) {
-		const float2 dm0 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd0));
-		const float2 dm1 = __half22float2(*reinterpret_cast<const __half2 *>(&t.dd1));
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			float c[NB][4];
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-				c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.0f;
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				const int s = 2 * j + h;
-				uint32_t a[4], b0[NB], b1[NB];
-				ember_q4k_regs(u4get(t.q[s >> 2], s & 3), a);
-				win_b<NB>(b0, b1, xw32, ws, nt, kt, s, lane);
-#pragma unroll
-				for (int nb = 0; nb < NB; nb++)
-					ember_mma_16816(c[nb], a, b0[nb], b1[nb], c[nb]);
-			}
-			const int i = j >> 2, by = j & 3;
-			const float sc0 = byte_lane_to_float(u4get(t.scm0, i), by), m0 = byte_lane_to_float(u4get(t.scm0, 2 + i), by);
-			const float sc1 = byte_lane_to_float(u4get(t.scm1, i), by), m1 = byte_lane_to_float(u4get(t.scm1, 2 + i), by);
-			const float dsc0 = __fmul_rn(dm0.x, sc0), dmm0 = __fmul_rn(dm0.y, m0);
-			const float dsc1 = __fmul_rn(dm1.x, sc1), dmm1 = __fmul_rn(dm1.y, m1);
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-				for (int cc = 0; cc < 2; cc++) {
-					const int tok = nb * 8 + 2 * g + cc < nt ? nb * 8 + 2 * g + cc : 0; /* past nt: never stored */
-					const float2 s2 = *reinterpret_cast<const float2 *>(sxw + (size_t)tok * ss + kt * 16 + 2 * j);
-					const float S = s2.x + s2.y;
-					acc[nb][by][0][cc] = q4k_group_epi(acc[nb][by][0][cc], dsc0, dmm0, c[nb][cc], S, false);
-					acc[nb][by][1][cc] = q4k_group_epi(acc[nb][by][1][cc], dsc1, dmm1, c[nb][2 + cc], S, true);
-				}
-		}
-	} else {
-		const float d0 = half_bits_to_float(t.d0), d1 = half_bits_to_float(t.d1);
-#pragma unroll
-		for (int s = 0; s < 16; s++) {
-			float c[NB][4];
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-				c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.0f;
-			uint32_t a[4], b0[NB], b1[NB];
-			const int wi = s >> 1;
-			const uint32_t hi16 = (u4get(t.hi[wi >> 2], wi & 3) >> (16 * (s & 1))) & 0xFFFFu;
-			ember_q6k_regs(u4get(t.q[s >> 2], s & 3), hi16, a);
-			win_b<NB>(b0, b1, xw32, ws, nt, kt, s, lane);
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-				ember_mma_16816(c[nb], a, b0[nb], b1[nb], c[nb]);
-			const int i = s >> 2, by = s & 3;
-			const float dsc0 = __fmul_rn(d0, sbyte_lane_to_float(u4get(t.sc0, i), by));
-			const float dsc1 = __fmul_rn(d1, sbyte_lane_to_float(u4get(t.sc1, i), by));
-#pragma unroll
-			for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-				for (int cc = 0; cc < 2; cc++) {
-					const int tok = nb * 8 + 2 * g + cc < nt ? nb * 8 + 2 * g + cc : 0;
-					const float S = sxw[(size_t)tok * ss + kt * 16 + s];
-					acc[nb][by][0][cc] = q6k_group_epi(acc[nb][by][0][cc], dsc0, c[nb][cc], S, false);
-					acc[nb][by][1][cc] = q6k_group_epi(acc[nb][by][1][cc], dsc1, c[nb][2 + cc], S, true);
-				}
-		}
-	}
 }
 
 /* Adds the warps' sums of a finished job for (row, token) pairs and applies the epilogue. */
@@ -439,14 +320,22 @@ extern "C" int ember_gemv_window(const struct ember_gemv_win_args *a_in, cudaStr
 	int R = 3, nt = a->n_tok;
 	while (nt > 1 && win_smem(2, W, tb_max, k_pad, nt) > (size_t)optin)
 		nt = (nt + 1) / 2;
-	if (win_smem(2, W, tb_max, k_pad, nt) > (size_t)optin)
+	const int try_split = a->split == 2 || (a->split == 1 && nt < a->n_tok);
+	if (!try_split && win_smem(2, W, tb_max, k_pad, nt) > (size_t)optin)
 		return ember_error_set(EMBER_EUNSUPPORTED, "gemv window: k = %d does not fit shared memory", g->k);
+	if ((rc = W == 8 ? win_stage<8>(a, k_pad, stream) : win_stage<4>(a, k_pad, stream)))
+		return rc;
+	if (try_split) {
+		int ran = 0;
+		if ((rc = win_split_run(&ran, a, W, k_pad, tb_max, n_sm, optin, stream)) || ran)
+			return rc;
+		if (win_smem(2, W, tb_max, k_pad, nt) > (size_t)optin)
+			return ember_error_set(EMBER_EUNSUPPORTED, "gemv window: k = %d does not fit shared memory", g->k);
+	}
 	if (win_smem(R, W, tb_max, k_pad, nt) > (size_t)optin)
 		R = 2;
 	g->ring_bytes = (int)((size_t)R * W * tb_max);
 	const size_t smem = win_smem(R, W, tb_max, k_pad, nt);
-	if ((rc = W == 8 ? win_stage<8>(a, k_pad, stream) : win_stage<4>(a, k_pad, stream)))
-		return rc;
 	for (int t0 = 0; t0 < a->n_tok; t0 += nt) {
 		const int n = a->n_tok - t0 < nt ? a->n_tok - t0 : nt;
 		rc = W == 8 ? win_dispatch<8>(a, k_pad, R, smem, t0, n, n_sm, stream) : win_dispatch<4>(a, k_pad, R, smem, t0, n, n_sm, stream);

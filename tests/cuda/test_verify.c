@@ -6,7 +6,8 @@
  * graph replay, and after a rollback (a window at an earlier position); and the hidden-state
  * capture: window rows bit-identical to the decode steps' rows, close to the cuBLAS prefill's
  * (relative L2 <= 2e-2), and the last captured layer through output_norm + LM head on the CPU
- * agreeing with the CPU backend's logits (top-1 >= 0.95 of rows, mean KL <= 1e-2).
+ * agreeing with the CPU backend's logits (top-1 >= 0.95 of rows, mean KL <= 1e-2). Each model runs
+ * twice: EMBER_WIN_SPLIT=1 (the default) and =2 (the window GEMV's chain split everywhere but the head).
  * Exits 77 (CTest skip) without a CUDA device.
  */
 #include <math.h>
@@ -207,14 +208,21 @@ int main(void)
 	test_rng = 0x5EED5EED12345ull;
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	const char *shapes[] = {"tiny", "tiny", "qwen3-0.6b", "qwen3-0.6b"}, *quants[] = {"q8_0", "q4_k_m", "q8_0", "q4_k_m"};
+	/* Each model with the default window GEMV (one pass over the weights where the tokens fit,
+	 * the chain split where they do not) and with the chain split for every GEMV but the head. */
+	const char *splits[] = {"1", "2"};
 	for (int i = 0; i < 4; i++) {
 		char path[256], label[64];
 		snprintf(path, sizeof(path), "%s/verify-%s-%s-%d.gguf", dir, shapes[i], quants[i], (int)getpid());
-		snprintf(label, sizeof(label), "%s/%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny", quants[i]);
 		struct ember_gen_config gc = {shapes[i], quants[i], 7, 0, NULL, NULL};
 		MUST(ember_gen_write(&gc, path));
-		run_model(path, label);
+		for (int sp = 0; sp < 2; sp++) {
+			setenv("EMBER_WIN_SPLIT", splits[sp], 1);
+			snprintf(label, sizeof(label), "%s/%s/split%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny", quants[i], splits[sp]);
+			run_model(path, label);
+		}
 		unlink(path);
 	}
+	unsetenv("EMBER_WIN_SPLIT");
 	return check_exit("test_cuda_verify");
 }
