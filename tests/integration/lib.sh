@@ -40,7 +40,7 @@ CONF
 
 # The default fixture suite: builds the mock with cc, one generated dummy "model", small sweep.
 # Overrides through env: PAIRS_MIN, PAIRS_MAX, CONFIRM_PAIRS, REPS_CTX_MAX, REQUEST_TIMEOUT_S,
-# READY_TIMEOUT_S.
+# READY_TIMEOUT_S, GEN_TOKENS (decode tokens per request).
 fixture_suite() {
   cat <<JSON
 {
@@ -51,7 +51,7 @@ fixture_suite() {
            "ready_timeout_s": ${READY_TIMEOUT_S:-10}, "request_timeout_s": ${REQUEST_TIMEOUT_S:-10} },
   "models": [ { "name": "mock", "path": "{state}/models/mock.bin",
                 "generate": ["sh", "-c", "echo mock-weights > {model}"]$(fixture_reference)$(fixture_draft) } ],
-  "speed": { "decode": { "contexts": [512, 2048], "gen_tokens": 16 },
+  "speed": { "decode": { "contexts": [512, 2048], "gen_tokens": ${GEN_TOKENS:-16} },
              "prefill": { "contexts": [512, 2048] },
              "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-12}, "confirm_pairs": ${CONFIRM_PAIRS:-4},
              "reps_ctx_max": ${REPS_CTX_MAX:-0},
