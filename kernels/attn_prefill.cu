@@ -13,69 +13,19 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "attn_tile.cuh"
 #include "common.cuh"
 
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_WARPS 4
 #define FA_THREADS (FA_WARPS * 32)
-#define FA_LOG2E 1.4426950408889634f
-
-static __device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N> static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(addr));
-}
-
-static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(addr));
-}
-
-/* Byte offset of 16-byte chunk c of row r in a [rows][D] fp16 tile, XOR-swizzled. */
-template <int D> static __device__ __forceinline__ uint32_t swz(int r, int c)
-{
-	return (uint32_t)(r * D * 2 + ((c ^ (r & 7)) << 4));
-}
-
-/* Copies rows [row0, row0+64) of a [.][row_stride] fp16 matrix (valid below row_end) into a tile. */
-template <int D>
-static __device__ __forceinline__ void load_tile(uint32_t tile, const __half *src, size_t row_stride, int row0,
-                                                 int row_end)
-{
-	constexpr int chunks = D / 8;
-#pragma unroll
-	for (int i = threadIdx.x; i < 64 * chunks; i += FA_THREADS) {
-		const int r = i / chunks, c = i % chunks;
-		const int row = row0 + r;
-		const bool ok = row < row_end;
-		const __half *g = src + (size_t)(ok ? row : 0) * row_stride + c * 8;
-		cp_async16(tile + swz<D>(r, c), g, ok ? 16 : 0);
-	}
-}
 
 template <int D>
 static __global__ void __launch_bounds__(FA_THREADS) fa_prefill_kernel(const ember_fa_args a)
 {
 	extern __shared__ __align__(128) unsigned char fa_smem[];
-	const uint32_t q_tile = smem_u32(fa_smem);
+	const uint32_t q_tile = ember_smem_u32(fa_smem);
 	const uint32_t k_tile0 = q_tile + FA_BQ * D * 2;
 	const uint32_t v_tile0 = k_tile0 + 2 * FA_BK * D * 2;
 	constexpr uint32_t tile_bytes = FA_BK * D * 2;
@@ -90,12 +40,12 @@ static __global__ void __launch_bounds__(FA_THREADS) fa_prefill_kernel(const emb
 	const __half *qg = static_cast<const __half *>(a.q) + (size_t)hq * D;
 	const __half *kg = static_cast<const __half *>(a.k_cache) + (size_t)hk * a.n_ctx * D;
 	const __half *vg = static_cast<const __half *>(a.v_cache) + (size_t)hk * a.n_ctx * D;
-	const float scale = FA_LOG2E / sqrtf((float)D);
+	const float scale = EMBER_ATT_LOG2E / sqrtf((float)D);
 
-	load_tile<D>(q_tile, qg, (size_t)a.n_head * D, q0, a.n_tokens);
-	load_tile<D>(k_tile0, kg, D, 0, n_keys);
-	load_tile<D>(v_tile0, vg, D, 0, n_keys);
-	cp_async_commit();
+	ember_load_tile64<D, FA_THREADS>(q_tile, qg, (size_t)a.n_head * D, q0, a.n_tokens);
+	ember_load_tile64<D, FA_THREADS>(k_tile0, kg, D, 0, n_keys);
+	ember_load_tile64<D, FA_THREADS>(v_tile0, vg, D, 0, n_keys);
+	ember_cp_async_commit();
 
 	uint32_t qf[D / 16][4];
 	float o[D / 8][4];
@@ -109,95 +59,25 @@ static __global__ void __launch_bounds__(FA_THREADS) fa_prefill_kernel(const emb
 	for (int kt = 0; kt < n_kt; kt++) {
 		const int buf = kt & 1;
 		if (kt + 1 < n_kt) {
-			load_tile<D>(k_tile0 + (buf ^ 1) * tile_bytes, kg, D, (kt + 1) * FA_BK, n_keys);
-			load_tile<D>(v_tile0 + (buf ^ 1) * tile_bytes, vg, D, (kt + 1) * FA_BK, n_keys);
+			ember_load_tile64<D, FA_THREADS>(k_tile0 + (buf ^ 1) * tile_bytes, kg, D, (kt + 1) * FA_BK, n_keys);
+			ember_load_tile64<D, FA_THREADS>(v_tile0 + (buf ^ 1) * tile_bytes, vg, D, (kt + 1) * FA_BK, n_keys);
 		}
-		cp_async_commit();
-		cp_async_wait<1>();
+		ember_cp_async_commit();
+		ember_cp_async_wait<1>();
 		__syncthreads();
 		if (kt == 0) {
 #pragma unroll
 			for (int kk = 0; kk < D / 16; kk++) {
 				const int r = warp * 16 + (lane & 15), c = 2 * kk + (lane >> 4);
-				ldmatrix_x4(qf[kk], q_tile + swz<D>(r, c));
+				ember_ldmatrix_x4(qf[kk], q_tile + ember_swz<D>(r, c));
 			}
 		}
 		const uint32_t kt_s = k_tile0 + buf * tile_bytes, vt_s = v_tile0 + buf * tile_bytes;
 		const int key0 = kt * FA_BK;
-		/* The whole tile lies above both rows' diagonals for warps whose rows all start later. */
-		float s[8][4];
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-		for (int kk = 0; kk < D / 16; kk++) {
-#pragma unroll
-			for (int jp = 0; jp < 4; jp++) {
-				uint32_t b[4];
-				const int mi = lane >> 3;
-				const int r = jp * 16 + (mi >> 1) * 8 + (lane & 7), c = 2 * kk + (mi & 1);
-				ldmatrix_x4(b, kt_s + swz<D>(r, c));
-				ember_mma_16816(s[2 * jp], qf[kk], b[0], b[1], s[2 * jp]);
-				ember_mma_16816(s[2 * jp + 1], qf[kk], b[2], b[3], s[2 * jp + 1]);
-			}
-		}
-		/* Scale, causal mask, online softmax (rows gid and gid+8 of this warp). */
-		float mx0 = m0, mx1 = m1;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const int key = key0 + 8 * j + 2 * g;
-			s[j][0] = key <= pos_a ? s[j][0] * scale : -INFINITY;
-			s[j][1] = key + 1 <= pos_a ? s[j][1] * scale : -INFINITY;
-			s[j][2] = key <= pos_b ? s[j][2] * scale : -INFINITY;
-			s[j][3] = key + 1 <= pos_b ? s[j][3] * scale : -INFINITY;
-			mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-			mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-		}
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-		/* Rows with no visible key yet keep m = -inf; use 0 as the reference to avoid inf - inf. */
-		const float ref0 = mx0 == -INFINITY ? 0.0f : mx0, ref1 = mx1 == -INFINITY ? 0.0f : mx1;
-		const float alpha0 = exp2f(m0 - ref0), alpha1 = exp2f(m1 - ref1);
-		m0 = mx0;
-		m1 = mx1;
-		float rs0 = 0.0f, rs1 = 0.0f;
-		uint32_t pf[4][4];
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const float p0 = exp2f(s[j][0] - ref0), p1 = exp2f(s[j][1] - ref0);
-			const float p2 = exp2f(s[j][2] - ref1), p3 = exp2f(s[j][3] - ref1);
-			rs0 += p0 + p1;
-			rs1 += p2 + p3;
-			pf[j >> 1][(j & 1) * 2 + 0] = ember_pack_half2(p0, p1);
-			pf[j >> 1][(j & 1) * 2 + 1] = ember_pack_half2(p2, p3);
-		}
-		l0 = l0 * alpha0 + rs0;
-		l1 = l1 * alpha1 + rs1;
-#pragma unroll
-		for (int i = 0; i < D / 8; i++) {
-			o[i][0] *= alpha0;
-			o[i][1] *= alpha0;
-			o[i][2] *= alpha1;
-			o[i][3] *= alpha1;
-		}
-		/* O += P V: k = 64 keys in 4 steps, n = D dims in D/8 tiles. */
-#pragma unroll
-		for (int kk = 0; kk < 4; kk++) {
-#pragma unroll
-			for (int dp = 0; dp < D / 16; dp++) {
-				uint32_t b[4];
-				const int mi = lane >> 3;
-				const int r = kk * 16 + (mi & 1) * 8 + (lane & 7), c = 2 * dp + (mi >> 1);
-				ldmatrix_x4_trans(b, vt_s + swz<D>(r, c));
-				ember_mma_16816(o[2 * dp], pf[kk], b[0], b[1], o[2 * dp]);
-				ember_mma_16816(o[2 * dp + 1], pf[kk], b[2], b[3], o[2 * dp + 1]);
-			}
-		}
+		ember_fa_tile<D>(qf, kt_s, vt_s, key0, pos_a, pos_b, scale, lane, m0, m1, l0, l1, o);
 		__syncthreads();
 	}
-	cp_async_wait<0>();
+	ember_cp_async_wait<0>();
 
 	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
 	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);

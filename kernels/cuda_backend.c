@@ -63,6 +63,7 @@ static void read_options(struct cuda_options *o)
 	o->win_warps = env_int("EMBER_WIN_WARPS", 8) == 12 ? 12 : 8;
 	o->gemm_bucket = env_int("EMBER_GEMM_BUCKET", 64);
 	o->prefill_warm = env_int("EMBER_PREFILL_WARM", 1) != 0;
+	o->draft_block_attn = env_choice("EMBER_DRAFT_ATTN", "block", "window", 1);
 }
 
 static int cuda_available(char *why, size_t why_len)

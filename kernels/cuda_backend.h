@@ -36,6 +36,8 @@ struct cuda_options {
 	int win_warps;     /* EMBER_WIN_WARPS: warps per CTA of the split kernel, 8 (default) or 12 */
 	int gemm_bucket;   /* EMBER_GEMM_BUCKET: prefill GEMM row counts rounded up to a multiple of this
 	                      (default 64; 0 or 1 = the exact count), so few shapes exist */
+	int draft_block_attn; /* EMBER_DRAFT_ATTN=block|window: the DFlash draft block's attention on
+	                      attn_block.cu (default) or the verify window's lean kernel, non-causal */
 	int prefill_warm;  /* EMBER_PREFILL_WARM: run every bucketed GEMM shape and one full chunk at
 	                      create, so no request pays cuBLAS's first use of a shape (default 1) */
 };

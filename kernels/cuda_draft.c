@@ -2,7 +2,9 @@
  * cuda_draft.c - the DFlash draft ops of the CUDA backend (backend.h: draft_attach, draft_commit,
  * draft_propose). The draft runs on cuBLAS fp16 GEMMs over its weights dequantized at attach (as
  * the prefill does), its context K/V is an fp16 cache of the target's layout, and the block's
- * attention is the verify window's lean kernel in its non-causal mode. Hidden states never leave
+ * attention is attn_block.cu's tensor-core kernel (EMBER_DRAFT_ATTN=block, the default: K/V read
+ * once per KV head for the whole block) or the verify window's lean kernel in its non-causal mode
+ * (=window, and for head dims the block kernel lacks). Hidden states never leave
  * the device: commit reads the backend's capture buffer. The block pass is one CUDA graph, reused
  * at every context length (the position is read from device memory by the kernels).
  */
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_block.cuh"
 #include "attn_decode.cuh"
 #include "common.cuh"
 #include "cuda_backend.h"
@@ -57,6 +60,8 @@ struct cuda_draft {
 	void *xn, *attn, *h, *feat16, *q_scratch; /* fp16 [rows][n_embd], [B][q], [B][n_ff], [rows][n_cap n_embd], [rows][q] */
 	float *part_o, *part_ml;       /* [B][n_kv][n_split][group][hd], [..][2] */
 	uint32_t *counters;            /* [B][n_kv], zero */
+	int block_attn, blk_split;     /* the block kernel (attn_block.cu) and its key splits */
+	float *blk_o, *blk_ml;         /* its scratch */
 	int32_t *argmax;               /* [B - 1] */
 	cudaGraphExec_t graph;
 	int warm;
@@ -105,7 +110,7 @@ void ember_cuda_draft_free(struct cuda_draft *dr)
 		cudaFree((void *)dr->head);
 	void *bufs[] = {dr->fc, dr->hidden_norm, dr->output_norm, dr->kv, dr->rope_cos, dr->rope_sin, dr->io, dr->x,
 	                dr->qkv, dr->gu, dr->logits, dr->xn, dr->attn, dr->h, dr->feat16, dr->q_scratch, dr->part_o,
-	                dr->part_ml, dr->counters, dr->argmax};
+	                dr->part_ml, dr->counters, dr->argmax, dr->blk_o, dr->blk_ml};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
 	if (dr->h_io)
@@ -206,6 +211,19 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 		dr->n_split = 1;
 	const int qd = dr->q_dim, kvd = dr->kv_dim, ldq = qd + 2 * kvd;
 	const size_t R = (size_t)dr->rows;
+	/* the block kernel's splits: one wave of its 2 CTAs per SM over (KV head, row block), each split
+	 * at least one 64-key tile of the longest context */
+	dr->block_attn = be->opt.draft_block_attn && (hd == 64 || hd == 128);
+	{
+		const int n_rb = (group * B + 63) / 64, cells = hp->n_head_kv * n_rb;
+		dr->blk_split = (2 * be->n_sm + cells - 1) / cells;
+		if (dr->blk_split > 64)
+			dr->blk_split = 64;
+		if (dr->blk_split > (dr->cap + 63) / 64)
+			dr->blk_split = (dr->cap + 63) / 64;
+		if (dr->blk_split < 1)
+			dr->blk_split = 1;
+	}
 
 	size_t max_raw = d->fc.nbytes;
 	if (d->own_token_embd && d->token_embd.nbytes > max_raw)
@@ -291,6 +309,10 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 	dr->part_ml = dalloc(dr, (size_t)B * hp->n_head_kv * dr->n_split * group * 2 * 4, &error);
 	dr->counters = dalloc(dr, (size_t)B * hp->n_head_kv * 4, &error);
 	dr->argmax = dalloc(dr, (size_t)(B - 1) * 4, &error);
+	if (dr->block_attn) {
+		dr->blk_o = dalloc(dr, ember_attn_block_scratch(B, hp->n_head, hp->n_head_kv, hd, dr->blk_split, 0) * 4, &error);
+		dr->blk_ml = dalloc(dr, ember_attn_block_scratch(B, hp->n_head, hp->n_head_kv, hd, dr->blk_split, 1) * 4, &error);
+	}
 	if (error)
 		goto cleanup;
 	CUDA_CHECK_GOTO(cudaMemsetAsync(dr->kv, 0, (size_t)hp->n_layer * 2 * hp->n_head_kv * dr->cap * hd * 2, be->stream));
@@ -383,13 +405,66 @@ int ember_cuda_draft_commit(struct ember_backend *be, int pos, int n_rows)
 				return rc;
 			struct ember_qk_rope_args r = {dr->qkv, L->q_norm, L->k_norm, hp->rms_eps, dr->rope_cos, dr->rope_sin,
 			                               n, p0, hp->n_head, hp->n_head_kv, hp->head_dim, dr->cap, dr->q_scratch,
-			                               layer_cache(dr, l, 0), layer_cache(dr, l, 1)};
+			                               layer_cache(dr, l, 0), layer_cache(dr, l, 1), NULL};
 			if ((rc = ember_qk_norm_rope_rows(&r, st)))
 				return rc;
 		}
 	}
 	dr->ctx_len = pos + n_rows;
 	return 0;
+}
+
+/* Layer l's block attention with the block kernel: q/k norms and RoPE of the block's rows, their
+ * K/V written at positions pos.. of the draft cache (beyond the committed context, where the next
+ * commit overwrites them), then every block query over keys 0..pos+B-1. The position comes from
+ * dr->io on the device. */
+static int block_attention(struct cuda_draft *dr, int l, cudaStream_t st)
+{
+	const struct ember_hparams *hp = &dr->hp;
+	const struct cuda_draft_layer *L = &dr->layers[l];
+	const int32_t *pos = &dr->io->state.pos;
+	struct ember_qk_rope_args r = {dr->qkv, L->q_norm, L->k_norm, hp->rms_eps, dr->rope_cos, dr->rope_sin, dr->B, 0,
+	                               hp->n_head, hp->n_head_kv, hp->head_dim, dr->cap, dr->q_scratch,
+	                               layer_cache(dr, l, 0), layer_cache(dr, l, 1), pos};
+	struct ember_block_attn_args a = {dr->q_scratch, layer_cache(dr, l, 0), layer_cache(dr, l, 1), dr->attn, pos, dr->B,
+	                                  hp->n_head, hp->n_head_kv, dr->cap, hp->head_dim, dr->blk_split, dr->blk_o,
+	                                  dr->blk_ml};
+	int rc = ember_qk_norm_rope_rows(&r, st);
+	return rc ? rc : ember_attn_block(&a, st);
+}
+
+/* The same with the verify window's lean kernel in its non-causal mode (EMBER_DRAFT_ATTN=window):
+ * it writes the block's K/V at positions pos.. too, and each block token's CTAs read the context. */
+static int window_attention(struct cuda_draft *dr, int l, cudaStream_t st)
+{
+	const struct ember_hparams *hp = &dr->hp;
+	const struct cuda_draft_layer *L = &dr->layers[l];
+	const int qd = dr->q_dim, kvd = dr->kv_dim;
+	struct ember_attn_args a;
+	memset(&a, 0, sizeof(a));
+	a.head_dim = hp->head_dim;
+	a.n_head = hp->n_head;
+	a.n_kv = hp->n_head_kv;
+	a.n_ctx = dr->cap;
+	a.k_cache = layer_cache(dr, l, 0);
+	a.v_cache = layer_cache(dr, l, 1);
+	a.out = dr->attn;
+	a.q = dr->qkv;
+	a.k = dr->qkv + qd;
+	a.v = dr->qkv + qd + kvd;
+	a.q_norm = L->q_norm;
+	a.k_norm = L->k_norm;
+	a.eps = hp->rms_eps;
+	a.rope_cos = dr->rope_cos;
+	a.rope_sin = dr->rope_sin;
+	a.state = &dr->io->state;
+	a.n_split = dr->n_split;
+	a.part_o = dr->part_o;
+	a.part_ml = dr->part_ml;
+	a.counters = dr->counters;
+	a.lean = 1;
+	a.full = 1;
+	return ember_attn_window(&a, dr->B, dr->q_dim + 2 * dr->kv_dim, st);
 }
 
 /* The block pass on be->stream (plainly or under capture): tokens and position from dr->io. */
@@ -405,36 +480,10 @@ static int propose_enqueue(struct ember_backend *be, struct cuda_draft *dr)
 	for (int l = 0; l < hp->n_layer; l++) {
 		const struct cuda_draft_layer *L = &dr->layers[l];
 		if ((rc = ember_rmsnorm_rows(dr->xn, dr->x, L->attn_norm, B, E, hp->rms_eps, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->qkv, dr->xn, dr->qkv, ldq, B, E, ldq, 0.0f)))
+		    (rc = ember_gemm_f16(be->cublas, L->qkv, dr->xn, dr->qkv, ldq, B, E, ldq, 0.0f)) ||
+		    (rc = dr->block_attn ? block_attention(dr, l, st) : window_attention(dr, l, st)))
 			return rc;
-		/* every block query over the context plus the whole block: the window kernel, non-causal;
-		 * it writes the block's K/V at positions pos.. (beyond the context, rewritten by a commit) */
-		struct ember_attn_args a;
-		memset(&a, 0, sizeof(a));
-		a.head_dim = hp->head_dim;
-		a.n_head = hp->n_head;
-		a.n_kv = hp->n_head_kv;
-		a.n_ctx = dr->cap;
-		a.k_cache = layer_cache(dr, l, 0);
-		a.v_cache = layer_cache(dr, l, 1);
-		a.out = dr->attn;
-		a.q = dr->qkv;
-		a.k = dr->qkv + qd;
-		a.v = dr->qkv + qd + kvd;
-		a.q_norm = L->q_norm;
-		a.k_norm = L->k_norm;
-		a.eps = hp->rms_eps;
-		a.rope_cos = dr->rope_cos;
-		a.rope_sin = dr->rope_sin;
-		a.state = &dr->io->state;
-		a.n_split = dr->n_split;
-		a.part_o = dr->part_o;
-		a.part_ml = dr->part_ml;
-		a.counters = dr->counters;
-		a.lean = 1;
-		a.full = 1;
-		if ((rc = ember_attn_window(&a, B, ldq, st)) ||
-		    (rc = ember_gemm_f16(be->cublas, L->o, dr->attn, dr->x, E, B, qd, E, 1.0f)) ||
+		if ((rc = ember_gemm_f16(be->cublas, L->o, dr->attn, dr->x, E, B, qd, E, 1.0f)) ||
 		    (rc = ember_rmsnorm_rows(dr->xn, dr->x, L->ffn_norm, B, E, hp->rms_eps, st)) ||
 		    (rc = ember_gemm_f16(be->cublas, L->gu, dr->xn, dr->gu, 2 * F, B, E, 2 * F, 0.0f)) ||
 		    (rc = ember_swiglu_rows(dr->h, dr->gu, B, F, st)) ||

@@ -245,7 +245,7 @@ static int prefill_chunk(struct ember_backend *be, const int32_t *tokens, int n,
 			return rc;
 		struct ember_qk_rope_args r = {be->p_qkv, L->q_norm, L->k_norm, hp->rms_eps, be->rope_cos, be->rope_sin,
 		                               n, pos, hp->n_head, hp->n_head_kv, hd, be->n_ctx, be->p_q,
-		                               layer_k(be, l), layer_v(be, l)};
+		                               layer_k(be, l), layer_v(be, l), NULL};
 		if ((rc = ember_qk_norm_rope_rows(&r, st)))
 			return rc;
 		if (be->opt.fa_mma) {

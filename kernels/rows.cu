@@ -37,7 +37,7 @@ template <int D>
 static __global__ void qk_rope_kernel(const ember_qk_rope_args a)
 {
 	const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-	const int pos = a.pos0 + t;
+	const int pos = (a.pos_dev ? *a.pos_dev : a.pos0) + t;
 	const int n_heads = a.n_head + 2 * a.n_kv;
 	const float *row = a.qkv + (size_t)t * n_heads * D;
 	const float *cs = a.rope_cos + (size_t)pos * (D / 2), *sn = a.rope_sin + (size_t)pos * (D / 2);

@@ -24,6 +24,8 @@ struct ember_qk_rope_args {
 	int n_tokens, pos0, n_head, n_kv, head_dim, n_ctx;
 	void *q_out;             /* fp16 [n_tokens][n_head][D] */
 	void *k_cache, *v_cache; /* this layer's fp16 [n_kv][n_ctx][D]; rows pos0.. written */
+	const int32_t *pos_dev;  /* NULL, or device memory holding pos0 (replaces the field above; the
+	                            caller keeps pos0 + n_tokens <= n_ctx): a graph for every position */
 };
 
 /* Per-head RMSNorm + NEOX RoPE of q and k, fp16 q out, k/v appended to the cache. */

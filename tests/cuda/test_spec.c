@@ -2,8 +2,9 @@
  * test_spec.c - test_cuda_spec: DFlash speculative decoding on the CUDA backend. (1) draft_propose
  * on the GPU against the CPU backend's for the same target, draft and committed context (tiny and
  * qwen3-0.6b, f16 drafts): per block slot logits relative L2 <= 5e-2 and the argmax equal wherever
- * the CPU's top-1 margin exceeds twice the slot's largest logit difference, at three contexts
- * (plain launches, graph capture, graph replay; the second after a partial commit = rollback).
+ * the CPU's top-1 margin exceeds twice the slot's largest logit difference, at four contexts
+ * (plain launches, graph capture, graph replay; the second after a partial commit = rollback; the
+ * fourth 150 positions longer), with EMBER_DRAFT_ATTN=block (the default) and =window.
  * (2) spec tokens == plain greedy tokens over 256 steps with the untrained draft and with an
  * oracle that replaces some proposals by the right tokens (partial acceptance, multi-row commits),
  * with consistent stats, at a generated qwen3-0.6b q4_k_m. usage: test_cuda_spec [TARGET DRAFT]:
@@ -25,6 +26,7 @@
 
 #define N_GEN 256
 #define PROMPT 40
+#define LONG 150 /* the positions test_propose's fourth context adds */
 
 static char g_dir[256];
 
@@ -78,11 +80,12 @@ static void compare_block(const char *label, const char *what, const float *lc, 
 	CHECK(must_ok == must, "%s %s: argmax differs from cpu on %d clear slots", label, what, must - must_ok);
 }
 
-static void test_propose(const char *shape, int layers, int block)
+static void test_propose(const char *shape, int layers, int block, const char *attn)
 {
 	const struct ember_backend_ops *cpu = ember_backend_find("cpu"), *cuda = ember_backend_find("cuda");
 	char tp[512], dp[512], label[32];
-	snprintf(label, sizeof(label), "%s", strcmp(shape, "tiny") ? "0.6b" : "tiny");
+	snprintf(label, sizeof(label), "%s/%s", strcmp(shape, "tiny") ? "0.6b" : "tiny", attn);
+	setenv("EMBER_DRAFT_ATTN", attn, 1);
 	snprintf(tp, sizeof(tp), "%s/spec-%s-%d.gguf", g_dir, shape, (int)getpid());
 	snprintf(dp, sizeof(dp), "%s/spec-%s-draft-%d.gguf", g_dir, shape, (int)getpid());
 	struct ember_gen_config gc = {shape, "q8_0", 7, 0, NULL, NULL};
@@ -139,9 +142,24 @@ static void test_propose(const char *shape, int layers, int block)
 	MUST(cuda->draft_propose(bg, win[n3 - 1], p3 + n3, depth, og2, lg2));
 	CHECK(memcmp(lg, lg2, (size_t)depth * V * 4) == 0 && memcmp(og, og2, (size_t)depth * 4) == 0,
 	      "%s: the same block proposed twice differs", label);
+	/* context 4: LONG more positions in one commit, so the block's keys span several 64-key tiles
+	 * (the block kernel's splits and their merge) */
+	int32_t *more = malloc(LONG * 4);
+	for (int i = 0; i < LONG; i++)
+		more[i] = (int32_t)(urand() * V) % V;
+	const int p4 = p3 + n3;
+	MUST(cpu->forward(bc, more, LONG, p4, 0, NULL, am));
+	MUST(cuda->forward(bg, more, LONG, p4, 0, NULL, am + 1));
+	MUST(cpu->draft_commit(bc, p4, LONG));
+	MUST(cuda->draft_commit(bg, p4, LONG));
+	MUST(cpu->draft_propose(bc, am[0], p4 + LONG, depth, oc, lc));
+	memset(lg, 0xFF, (size_t)depth * V * 4);
+	MUST(cuda->draft_propose(bg, am[0], p4 + LONG, depth, og, lg));
+	compare_block(label, "long context (graph)", lc, lg, oc, og, depth, V);
+	free(more);
 	/* errors: propose away from the context length, commit past the capture */
 	CHECK(cuda->draft_propose(bg, last, p3, depth, og2, NULL) != 0, "%s: propose off the context accepted", label);
-	CHECK(cuda->draft_commit(bg, p3 + n3, 1) != 0, "%s: commit of uncaptured rows accepted", label);
+	CHECK(cuda->draft_commit(bg, p4 + LONG, 1) != 0, "%s: commit of uncaptured rows accepted", label);
 	CHECK(cuda->draft_attach(bg, d) != 0, "%s: second attach accepted", label);
 	free(lg2);
 	free(lc);
@@ -244,8 +262,13 @@ int main(int argc, char **argv)
 		test_spec_equal("file", argv[1], argv[2]);
 		return check_exit("test_cuda_spec");
 	}
-	test_propose("tiny", 2, 8);
-	test_propose("qwen3-0.6b", 3, 16);
+	/* the draft block's attention on its tensor-core kernel (the default) and on the window kernel */
+	const char *attn[] = {"block", "window"};
+	for (int i = 0; i < 2; i++) {
+		test_propose("tiny", 2, 8, attn[i]);
+		test_propose("qwen3-0.6b", 3, 16, attn[i]);
+	}
+	unsetenv("EMBER_DRAFT_ATTN");
 
 	char tp[512], dp[512];
 	snprintf(tp, sizeof(tp), "%s/spec-06b-q4km-%d.gguf", g_dir, (int)getpid());
