@@ -66,6 +66,11 @@ struct ember_backend_ops {
 	 * pos (pos <= current context length): that is the rollback after a rejection. */
 	int (*draft_commit)(struct ember_backend *be, int pos, int n_rows);
 
+	/* Optional (NULL: every row): how many of a forward call's last rows its capture keeps for
+	 * draft_commit (CUDA: the prefill chunk). A caller with a longer prompt runs it as forward calls
+	 * of at most this many tokens and commits each (engine/spec.c). */
+	int (*capture_rows)(struct ember_backend *be);
+
 	/* One draft pass over the block [last_token, MASK x (B-1)] at positions [pos, pos + B), with
 	 * context [0, pos) (pos must equal the context length): out[i] = argmax of block slot i + 1
 	 * for i < depth (1 <= depth <= B - 1). logits: NULL, or [depth][n_vocab] floats of the same

@@ -57,13 +57,21 @@ int ember_spec_begin(struct ember_spec_run *r, const struct ember_backend_ops *o
 	r->depth = depth;
 	r->tokens = out_tokens;
 	r->t0 = now_ms();
-	if (ops->forward(be, prompt, n_prompt, 0, 0, NULL, &out_tokens[0]))
-		return ember_error_wrap(EMBER_ERROR, "prefill");
-	r->stats.prefill_ms = now_ms() - r->t0;
+	/* The prompt in pieces the capture holds (one piece on a backend that keeps every row), each
+	 * committed to the draft context after its forward; the last piece's argmax is the first token.
+	 * prefill_ms covers the forwards and the commits between them, not the last commit. */
+	const int cap = ops->capture_rows ? ops->capture_rows(be) : 0, piece = cap > 0 ? cap : n_prompt;
+	for (int p = 0; p < n_prompt; p += piece) {
+		const int n = n_prompt - p < piece ? n_prompt - p : piece;
+		if (ops->forward(be, prompt + p, n, p, 0, NULL, &out_tokens[0]))
+			return ember_error_wrap(EMBER_ERROR, "prefill");
+		if (p + n == n_prompt)
+			r->stats.prefill_ms = now_ms() - r->t0;
+		if (n_gen > 1 && ops->draft_commit(be, p, n))
+			return EMBER_ERROR;
+	}
 	r->produced = 1;
 	r->pos = n_prompt;
-	if (n_gen > 1 && ops->draft_commit(be, 0, n_prompt))
-		return EMBER_ERROR;
 	return 0;
 }
 

@@ -521,6 +521,12 @@ static int cuda_decode_greedy_op(struct ember_backend *be, int32_t token, int po
 	return ember_cuda_decode_greedy(be, token, pos, n_steps, out_tokens);
 }
 
+/* The capture keeps the last prefill chunk of a forward call (cuda_run.c). */
+static int cuda_capture_rows(struct ember_backend *be)
+{
+	return be->chunk;
+}
+
 const struct ember_backend_ops ember_backend_cuda_ops = {
 	.name = "cuda",
 	.available = cuda_available,
@@ -530,6 +536,7 @@ const struct ember_backend_ops ember_backend_cuda_ops = {
 	.draft_attach = ember_cuda_draft_attach,
 	.draft_commit = ember_cuda_draft_commit,
 	.draft_propose = ember_cuda_draft_propose,
+	.capture_rows = cuda_capture_rows,
 	.device_name = cuda_device_name,
 	.destroy = cuda_destroy,
 };

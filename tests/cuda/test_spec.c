@@ -7,7 +7,8 @@
  * fourth 150 positions longer), with EMBER_DRAFT_ATTN=block (the default) and =window.
  * (2) spec tokens == plain greedy tokens over 256 steps with the untrained draft and with an
  * oracle that replaces some proposals by the right tokens (partial acceptance, multi-row commits),
- * with consistent stats, at a generated qwen3-0.6b q4_k_m. usage: test_cuda_spec [TARGET DRAFT]:
+ * with consistent stats, at a generated qwen3-0.6b q4_k_m, once more with a 16-token prefill chunk
+ * (the 40-token prompt prefilled and committed in three pieces). usage: test_cuda_spec [TARGET DRAFT]:
  * with a pair of files (ci/gpu-spec.sh: qwen3-8b q4_k_m and a 5-layer block-16 draft), only (2)
  * on that pair. Exits 77 (CTest skip) without a CUDA device.
  */
@@ -278,6 +279,11 @@ int main(int argc, char **argv)
 	struct ember_gen_draft_config dc = {.target_shape = "qwen3-0.6b", .n_layer = 5, .block_size = 16, .seed = 3};
 	MUST(ember_gen_draft_write(&dc, dp));
 	test_spec_equal("0.6b", tp, dp);
+	/* a prompt longer than the prefill chunk (whose rows the capture keeps): the spec loop prefills
+	 * and commits it chunk by chunk (capture_rows) */
+	setenv("EMBER_PREFILL_CHUNK", "16", 1);
+	test_spec_equal("0.6b/c16", tp, dp);
+	unsetenv("EMBER_PREFILL_CHUNK");
 	unlink(tp);
 	unlink(dp);
 	return check_exit("test_cuda_spec");

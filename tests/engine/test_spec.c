@@ -5,7 +5,9 @@
  * argument errors. `decode`: a verify window's rows bit-identical to single-token steps, spec
  * tokens equal to plain greedy tokens (20 prompts x 64 tokens at depths 1, 3 and B-1) with
  * consistent stats, and two scripted drafts (proposal op replaced by the test, see oracle_propose)
- * for exact partial acceptance and for a draft that is always wrong (tau = 1).
+ * for exact partial acceptance and for a draft that is always wrong (tau = 1); per prompt, the
+ * prompt prefilled and committed in pieces of 4 rows (a backend whose capture keeps fewer rows
+ * than the prompt) gives the same draft proposals and logits and greedy spec tokens.
  * usage: test_spec draft|decode
  */
 #include <inttypes.h>
@@ -347,6 +349,54 @@ static void test_window_bits(const struct ember_backend_ops *ops, struct ember_b
 	CHECK(differ == 0, "%d window rows differ from single-token steps", differ);
 }
 
+/* A capture of four rows (the CUDA backend's capture keeps its last prefill chunk): the spec loop
+ * must prefill and commit a longer prompt in pieces. */
+static int four_rows(struct ember_backend *be)
+{
+	(void)be;
+	return 4;
+}
+
+/* The CPU forward, recording the longest last-row-only call (the prefill's pieces). */
+static int longest_prefill;
+static int recording_forward(struct ember_backend *be, const int32_t *tokens, int n_tokens, int pos, int all_rows,
+                             float *logits, int32_t *argmax)
+{
+	if (!all_rows && n_tokens > longest_prefill)
+		longest_prefill = n_tokens;
+	return ember_backend_cpu_ops.forward(be, tokens, n_tokens, pos, all_rows, logits, argmax);
+}
+
+/* The draft context built from pieces of four rows proposes what the whole prompt's does, and
+ * speculative decoding through it stays greedy. */
+static void test_pieces(const struct ember_backend_ops *ops, struct ember_backend *be, const struct ember_draft *d,
+                        const int32_t *prompt, int n, const int32_t *greedy)
+{
+	struct ember_backend_ops pieces = *ops;
+	pieces.capture_rows = four_rows;
+	pieces.forward = recording_forward;
+	static float whole[(BLOCK - 1) * 2048], piecewise[(BLOCK - 1) * 2048];
+	int32_t a = 0, b = 0, pa[BLOCK - 1], pb[BLOCK - 1], spec[N_GEN];
+	REQUIRE(ops->forward(be, prompt, n, 0, 0, NULL, &a) == 0 && ops->draft_commit(be, 0, n) == 0 &&
+	        ops->draft_propose(be, a, n, BLOCK - 1, pa, whole) == 0, "whole prompt: %s", ember_error_last());
+	for (int p = 0; p < n; p += 4) {
+		const int k = n - p < 4 ? n - p : 4;
+		REQUIRE(ops->forward(be, prompt + p, k, p, 0, NULL, &b) == 0 && ops->draft_commit(be, p, k) == 0,
+		        "piece at %d: %s", p, ember_error_last());
+	}
+	REQUIRE(ops->draft_propose(be, b, n, BLOCK - 1, pb, piecewise) == 0, "pieces: %s", ember_error_last());
+	CHECK(a == b && memcmp(pa, pb, sizeof(pa)) == 0 && memcmp(whole, piecewise, sizeof(whole)) == 0,
+	      "prompt of %d: the draft built from pieces of 4 rows proposes differently", n);
+	struct ember_spec_stats st;
+	longest_prefill = 0;
+	REQUIRE(ember_spec_generate(&pieces, be, d, prompt, n, N_GEN, BLOCK - 1, spec, &st, NULL, NULL) == 0,
+	        "spec in pieces: %s", ember_error_last());
+	CHECK(longest_prefill == (n < 4 ? n : 4), "prompt of %d: the spec prefill ran %d tokens in one call, the capture "
+	      "holds 4", n, longest_prefill);
+	CHECK(memcmp(spec, greedy, sizeof(spec)) == 0, "prompt of %d: spec prefilled in pieces differs from greedy", n);
+	check_stats(&st, BLOCK - 1, "prefill in pieces");
+}
+
 static void test_decode(void)
 {
 	struct ember_model *target = make_target("target.gguf", 3);
@@ -380,6 +430,7 @@ static void test_decode(void)
 			total_steps[k] += st.target_steps;
 			total_accepted[k] += st.accepted;
 		}
+		test_pieces(ops, be, d, prompt, n, greedy);
 		/* scripted drafts: exact expected acceptance */
 		oracle.greedy = greedy;
 		oracle.n_prompt = n;
