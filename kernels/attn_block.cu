@@ -31,7 +31,6 @@ static __global__ void __launch_bounds__(BA_THREADS) block_attn_kernel(const emb
 	const uint32_t q_tile = ember_smem_u32(ba_smem);
 	const uint32_t k_tile0 = q_tile + BA_ROWS * D * 2;
 	const uint32_t v_tile0 = k_tile0 + 2 * BA_KEYS * D * 2;
-	constexpr uint32_t tile_bytes = BA_KEYS * D * 2;
 	constexpr int chunks = D / 8;
 
 	const int split = blockIdx.x, hk = blockIdx.y, rb = blockIdx.z;
@@ -60,44 +59,10 @@ static __global__ void __launch_bounds__(BA_THREADS) block_attn_kernel(const emb
 		const int t = ok ? p % a.n_tok : 0, hq = ok ? hk * G + p / a.n_tok : 0;
 		ember_cp_async16(q_tile + ember_swz<D>(r, c), qg + ((size_t)t * a.n_head + hq) * D + c * 8, ok ? 16 : 0);
 	}
-	ember_load_tile64<D, BA_THREADS>(k_tile0, kg, D, kt0 * BA_KEYS, n_keys);
-	ember_load_tile64<D, BA_THREADS>(v_tile0, vg, D, kt0 * BA_KEYS, n_keys);
-	ember_cp_async_commit();
-
-	uint32_t qf[D / 16][4];
-	float o[D / 8][4];
-#pragma unroll
-	for (int i = 0; i < D / 8; i++)
-		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+	float o[D / 8][4], m0, m1, l0, l1;
 	const bool active = rb * BA_ROWS + warp * 16 < rows; /* a warp of padding rows only copies */
-	for (int kt = kt0; kt < kt1; kt++) {
-		const int buf = (kt - kt0) & 1;
-		if (kt + 1 < kt1) {
-			ember_load_tile64<D, BA_THREADS>(k_tile0 + (buf ^ 1) * tile_bytes, kg, D, (kt + 1) * BA_KEYS, n_keys);
-			ember_load_tile64<D, BA_THREADS>(v_tile0 + (buf ^ 1) * tile_bytes, vg, D, (kt + 1) * BA_KEYS, n_keys);
-		}
-		ember_cp_async_commit();
-		ember_cp_async_wait<1>();
-		__syncthreads();
-		if (kt == kt0) {
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				const int r = warp * 16 + (lane & 15), c = 2 * kk + (lane >> 4);
-				ember_ldmatrix_x4(qf[kk], q_tile + ember_swz<D>(r, c));
-			}
-		}
-		if (active)
-			ember_fa_tile<D>(qf, k_tile0 + buf * tile_bytes, v_tile0 + buf * tile_bytes, kt * BA_KEYS, n_keys - 1,
-			                 n_keys - 1, scale, lane, m0, m1, l0, l1, o);
-		__syncthreads();
-	}
-	ember_cp_async_wait<0>();
-
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+	ember_fa_rows<D, BA_THREADS>(q_tile, k_tile0, v_tile0, kg, vg, kt0, kt1, n_keys, n_keys - 1, n_keys - 1, scale,
+	                             active, m0, m1, l0, l1, o);
 	const int row_a = warp * 16 + gid, row_b = row_a + 8;
 #pragma unroll
 	for (int i = 0; i < D / 8; i++) {

@@ -28,7 +28,6 @@ static __global__ void __launch_bounds__(FA_THREADS) fa_prefill_kernel(const emb
 	const uint32_t q_tile = ember_smem_u32(fa_smem);
 	const uint32_t k_tile0 = q_tile + FA_BQ * D * 2;
 	const uint32_t v_tile0 = k_tile0 + 2 * FA_BK * D * 2;
-	constexpr uint32_t tile_bytes = FA_BK * D * 2;
 
 	const int qb = gridDim.x - 1 - blockIdx.x; /* longest first */
 	const int hq = blockIdx.y, hk = hq / (a.n_head / a.n_kv);
@@ -43,46 +42,10 @@ static __global__ void __launch_bounds__(FA_THREADS) fa_prefill_kernel(const emb
 	const float scale = EMBER_ATT_LOG2E / sqrtf((float)D);
 
 	ember_load_tile64<D, FA_THREADS>(q_tile, qg, (size_t)a.n_head * D, q0, a.n_tokens);
-	ember_load_tile64<D, FA_THREADS>(k_tile0, kg, D, 0, n_keys);
-	ember_load_tile64<D, FA_THREADS>(v_tile0, vg, D, 0, n_keys);
-	ember_cp_async_commit();
-
-	uint32_t qf[D / 16][4];
-	float o[D / 8][4];
-#pragma unroll
-	for (int i = 0; i < D / 8; i++)
-		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+	float o[D / 8][4], m0, m1, l0, l1;
 	const int row_a = q0 + warp * 16 + gid, row_b = row_a + 8; /* this thread's two query rows */
-	const int pos_a = a.pos0 + row_a, pos_b = a.pos0 + row_b;
-
-	for (int kt = 0; kt < n_kt; kt++) {
-		const int buf = kt & 1;
-		if (kt + 1 < n_kt) {
-			ember_load_tile64<D, FA_THREADS>(k_tile0 + (buf ^ 1) * tile_bytes, kg, D, (kt + 1) * FA_BK, n_keys);
-			ember_load_tile64<D, FA_THREADS>(v_tile0 + (buf ^ 1) * tile_bytes, vg, D, (kt + 1) * FA_BK, n_keys);
-		}
-		ember_cp_async_commit();
-		ember_cp_async_wait<1>();
-		__syncthreads();
-		if (kt == 0) {
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				const int r = warp * 16 + (lane & 15), c = 2 * kk + (lane >> 4);
-				ember_ldmatrix_x4(qf[kk], q_tile + ember_swz<D>(r, c));
-			}
-		}
-		const uint32_t kt_s = k_tile0 + buf * tile_bytes, vt_s = v_tile0 + buf * tile_bytes;
-		const int key0 = kt * FA_BK;
-		ember_fa_tile<D>(qf, kt_s, vt_s, key0, pos_a, pos_b, scale, lane, m0, m1, l0, l1, o);
-		__syncthreads();
-	}
-	ember_cp_async_wait<0>();
-
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+	ember_fa_rows<D, FA_THREADS>(q_tile, k_tile0, v_tile0, kg, vg, 0, n_kt, n_keys, a.pos0 + row_a, a.pos0 + row_b,
+	                             scale, true, m0, m1, l0, l1, o);
 	const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 	__half *out = static_cast<__half *>(a.out);
 #pragma unroll

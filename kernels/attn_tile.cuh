@@ -148,4 +148,54 @@ static __device__ __forceinline__ void ember_fa_tile(const uint32_t (&qf)[D / 16
 	}
 }
 
+/* FlashAttention-2 over the key tiles kt0..kt1-1 (64 keys each, valid below n_keys) for the 64
+ * query rows of q_tile, whose copy the caller has issued but not committed: the K/V tiles
+ * double-buffered at k_tile0 / v_tile0 (two tiles each) by THREADS threads, 4 warps of 16 rows,
+ * keys above lim_a / lim_b masked (the thread's rows gid and gid + 8); a warp with active false
+ * only copies. Leaves O unnormalized in o, and m and l per row (l summed over the quad). */
+template <int D, int THREADS>
+static __device__ __forceinline__ void ember_fa_rows(uint32_t q_tile, uint32_t k_tile0, uint32_t v_tile0,
+                                                     const __half *kg, const __half *vg, int kt0, int kt1, int n_keys,
+                                                     int lim_a, int lim_b, float scale, bool active, float &m0,
+                                                     float &m1, float &l0, float &l1, float (&o)[D / 8][4])
+{
+	constexpr uint32_t tile_bytes = 64 * D * 2;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	ember_load_tile64<D, THREADS>(k_tile0, kg, D, kt0 * 64, n_keys);
+	ember_load_tile64<D, THREADS>(v_tile0, vg, D, kt0 * 64, n_keys);
+	ember_cp_async_commit();
+	uint32_t qf[D / 16][4];
+#pragma unroll
+	for (int i = 0; i < D / 8; i++)
+		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+	m0 = m1 = -INFINITY;
+	l0 = l1 = 0.0f;
+	for (int kt = kt0; kt < kt1; kt++) {
+		const int buf = (kt - kt0) & 1;
+		if (kt + 1 < kt1) {
+			ember_load_tile64<D, THREADS>(k_tile0 + (buf ^ 1) * tile_bytes, kg, D, (kt + 1) * 64, n_keys);
+			ember_load_tile64<D, THREADS>(v_tile0 + (buf ^ 1) * tile_bytes, vg, D, (kt + 1) * 64, n_keys);
+		}
+		ember_cp_async_commit();
+		ember_cp_async_wait<1>();
+		__syncthreads();
+		if (kt == kt0) {
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				const int r = warp * 16 + (lane & 15), c = 2 * kk + (lane >> 4);
+				ember_ldmatrix_x4(qf[kk], q_tile + ember_swz<D>(r, c));
+			}
+		}
+		if (active)
+			ember_fa_tile<D>(qf, k_tile0 + buf * tile_bytes, v_tile0 + buf * tile_bytes, kt * 64, lim_a, lim_b, scale,
+			                 lane, m0, m1, l0, l1, o);
+		__syncthreads();
+	}
+	ember_cp_async_wait<0>();
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+}
+
 #endif
