@@ -59,16 +59,6 @@ struct ember_attn_args {
 /* Launches the attention; returns 0 or a negative ember error. */
 int ember_attn_decode(const struct ember_attn_args *args, cudaStream_t stream);
 
-/* Verify window (speculative decoding): n_tok consecutive tokens at positions state->pos + z, with
- * the decode fields of args (lean kernel only, n_split as the decode step uses) pointing at token
- * 0; token z's q/k/v sit z * ld_qkv floats further, its output z * n_head * D halves further, and
- * part_o, part_ml and counters hold n_tok times the decode sizes (counters zero, left zero). Appends
- * every token's K/V first, then each token attends over keys 0..its position: per token the same
- * split layout and arithmetic as the lean decode step at that position. With args->full, every token
- * attends over keys 0..state->pos + n_tok - 1 instead (the draft block of speculative decoding:
- * the context plus the whole block); the same kernels, position read on the device. */
-int ember_attn_window(const struct ember_attn_args *args, int n_tok, int ld_qkv, cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

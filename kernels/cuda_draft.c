@@ -15,6 +15,7 @@
 
 #include "attn_block.cuh"
 #include "attn_decode.cuh"
+#include "attn_window.cuh"
 #include "common.cuh"
 #include "cuda_backend.h"
 #include "draft.h"

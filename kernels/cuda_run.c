@@ -11,6 +11,7 @@
 
 #include "attn_decode.cuh"
 #include "attn_prefill.cuh"
+#include "attn_window.cuh"
 #include "common.cuh"
 #include "cuda_backend.h"
 #include "embed.cuh"
