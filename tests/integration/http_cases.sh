@@ -45,7 +45,7 @@ ember_stdio_sut() {
 # http_fixture [SUT_JSON [REFERENCE_JSON]]: a repo with ember.args, build.sh (what the PR runs to
 # make {build}/ember) and the suite on main. The SUT is ember over HTTP (llama API) unless given;
 # with a reference, the accuracy gates are on (4 windows of 96 tokens, 64 scored positions each,
-# top TOP_K (16), as eval_cases.sh's accuracy cases).
+# top TOP_K (16), as eval_cases.sh's accuracy cases). REGRESSION_RATIO (0.98) is the speed gate's.
 http_fixture() {
   local sut=${1:-$(ember_http_sut llama '"@{src}/ember.args"')} reference="" accuracy=""
   if [ $# -ge 2 ]; then
@@ -71,7 +71,7 @@ http_fixture() {
   "speed": { "decode": { "contexts": [64, 256], "gen_tokens": 32 },
              "prefill": { "contexts": [256] },
              "pairs_min": ${PAIRS_MIN:-6}, "pairs_max": ${PAIRS_MAX:-10}, "confirm_pairs": 4,
-             "margin": 0.01, "regression_ratio": 0.98, "alpha": 0.05, "max_failed_fraction": 0.25 },
+             "margin": 0.01, "regression_ratio": ${REGRESSION_RATIO:-0.98}, "alpha": 0.05, "max_failed_fraction": 0.25 },
   $accuracy
   "harness_paths": ["guards/"]
 }
@@ -138,6 +138,12 @@ expect_transport() {
   t=$(jq -r '[.. | objects | select(.kind? == "openai") | .transport] | unique | join(",")' "$RESULT")
   [ "$t" = "$1" ] || fail "transport '$t', expected '$1'"
 }
+
+# The acc_* cases test scoring over HTTP; their A/A speed sweep only has to run. Their speed gate
+# rejects below 0.85x base, not 0.98x: the CPU timings of an -O0 ASan ember on a shared 2-core box
+# drift by more than 2% (one CI run read an A/A prefill at 256 as 9.1% slower, 95% CI -10.2% to
+# -6.9%, confirmed). The A/A verdict at the default ratio is the aa case's to check.
+ACC_SPEED_RATIO=0.85
 
 # --no-sandbox for aa/slower, the sandbox (on by default) for their twins.
 CASE=${1:?case}
@@ -251,7 +257,7 @@ spec_aa)
 acc_http_sut)
   # Accuracy over HTTP: the measured SUT is ember serve --http (llama API: its answers carry ids, so
   # greedy agreement runs too), scored through echo + logprobs against ember serve --stdio.
-  export PAIRS_MIN=4 PAIRS_MAX=6
+  export PAIRS_MIN=4 PAIRS_MAX=6 REGRESSION_RATIO=$ACC_SPEED_RATIO
   http_fixture "$(ember_http_sut llama '"@{src}/ember.args"')" "$(ember_stdio_sut '"--threads", "1"')"
   head_args "head: comment only" "# no functional change"
   start=$(date +%s)
@@ -265,7 +271,7 @@ acc_http_sut)
   ;;
 acc_http_ref)
   # The reverse: ember serve --stdio measured, the reference ember serve --http (completions API).
-  export PAIRS_MIN=4 PAIRS_MAX=6
+  export PAIRS_MIN=4 PAIRS_MAX=6 REGRESSION_RATIO=$ACC_SPEED_RATIO
   http_fixture "$(ember_stdio_sut '"@{src}/ember.args"')" "$(ember_http_sut completions '"--threads", "1"')"
   head_args "head: comment only" "# no functional change"
   start=$(date +%s)
@@ -295,7 +301,7 @@ acc_http_bounded)
 acc_http_unavailable)
   # A server that refuses the scoring request (here: ember, asked for 65 log-probs, over its cap of
   # 64) leaves the accuracy gates not measured: reported as such, never passed.
-  export PAIRS_MIN=4 PAIRS_MAX=6 TOP_K=65
+  export PAIRS_MIN=4 PAIRS_MAX=6 TOP_K=65 REGRESSION_RATIO=$ACC_SPEED_RATIO
   http_fixture "$(ember_http_sut llama '"@{src}/ember.args"')" "$(ember_stdio_sut '"--threads", "1"')"
   head_args "head: comment only" "# no functional change"
   run_eval --no-sandbox
