@@ -54,6 +54,9 @@ struct ember_attn_args {
 
 	/* window only (ember_attn_window): 1 = non-causal inside the window (a DFlash draft block) */
 	int full;
+	int win_shared;                    /* EMBER_WIN_ATTN: 1 = CTAs of 4 window tokens share one staging of
+	                                      each K/V round (attn_window.cu), 0 = one CTA per token; the
+	                                      same bits either way */
 };
 
 /* Launches the attention; returns 0 or a negative ember error. */

@@ -34,6 +34,8 @@ struct cuda_options {
 	int win_split;     /* EMBER_WIN_SPLIT: the window GEMV's chain split over CTAs: 1 (default) when
 	                      the tokens do not fit one pass, 2 always (not the LM head), 0 never */
 	int win_warps;     /* EMBER_WIN_WARPS: warps per CTA of the split kernel, 8 (default) or 12 */
+	int win_shared;    /* EMBER_WIN_ATTN=shared|token: the window attention's CTAs of 4 tokens sharing
+	                      each staged K/V round (default), or one CTA per token; the same bits */
 	int gemm_bucket;   /* EMBER_GEMM_BUCKET: prefill GEMM row counts rounded up to a multiple of this
 	                      (default 64; 0 or 1 = the exact count), so few shapes exist */
 	int draft_block_attn; /* EMBER_DRAFT_ATTN=block|window: the DFlash draft block's attention on

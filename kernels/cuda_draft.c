@@ -62,6 +62,7 @@ struct cuda_draft {
 	float *part_o, *part_ml;       /* [B][n_kv][n_split][group][hd], [..][2] */
 	uint32_t *counters;            /* [B][n_kv], zero */
 	int block_attn, blk_split;     /* the block kernel (attn_block.cu) and its key splits */
+	int win_shared;                /* EMBER_WIN_ATTN for the window attention (EMBER_DRAFT_ATTN=window) */
 	float *blk_o, *blk_ml;         /* its scratch */
 	int32_t *argmax;               /* [B - 1] */
 	cudaGraphExec_t graph;
@@ -215,6 +216,7 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 	/* the block kernel's splits: one wave of its 2 CTAs per SM over (KV head, row block), each split
 	 * at least one 64-key tile of the longest context */
 	dr->block_attn = be->opt.draft_block_attn && (hd == 64 || hd == 128);
+	dr->win_shared = be->opt.win_shared;
 	{
 		const int n_rb = (group * B + 63) / 64, cells = hp->n_head_kv * n_rb;
 		dr->blk_split = (2 * be->n_sm + cells - 1) / cells;
@@ -465,6 +467,7 @@ static int window_attention(struct cuda_draft *dr, int l, cudaStream_t st)
 	a.counters = dr->counters;
 	a.lean = 1;
 	a.full = 1;
+	a.win_shared = dr->win_shared;
 	return ember_attn_window(&a, dr->B, dr->q_dim + 2 * dr->kv_dim, st);
 }
 

@@ -333,6 +333,7 @@ static int window_enqueue(struct ember_backend *be, int n)
 		a.part_ml = be->w_part_ml;
 		a.counters = be->w_counters;
 		a.lean = 1;
+		a.win_shared = be->opt.win_shared;
 		if ((rc = ember_attn_window(&a, n, ldq, st)))
 			return rc;
 

@@ -7,7 +7,9 @@
  * capture: window rows bit-identical to the decode steps' rows, close to the cuBLAS prefill's
  * (relative L2 <= 2e-2), and the last captured layer through output_norm + LM head on the CPU
  * agreeing with the CPU backend's logits (top-1 >= 0.95 of rows, mean KL <= 1e-2). Each model runs
- * twice: EMBER_WIN_SPLIT=1 (the default) and =2 (the window GEMV's chain split everywhere but the head).
+ * four times: EMBER_WIN_SPLIT=1 (the default) and =2 (the window GEMV's chain split everywhere but the
+ * head), EMBER_WIN_ATTN=token (one attention CTA per window token, not 4 sharing K/V), and
+ * EMBER_ATTN_SPLIT=2 (windows whose tokens straddle a change of split chunk size).
  * Exits 77 (CTest skip) without a CUDA device.
  */
 #include <math.h>
@@ -209,20 +211,34 @@ int main(void)
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	const char *shapes[] = {"tiny", "tiny", "qwen3-0.6b", "qwen3-0.6b"}, *quants[] = {"q8_0", "q4_k_m", "q8_0", "q4_k_m"};
 	/* Each model with the default window GEMV (one pass over the weights where the tokens fit,
-	 * the chain split where they do not) and with the chain split for every GEMV but the head. */
-	const char *splits[] = {"1", "2"};
+	 * the chain split where they do not) and with the chain split for every GEMV but the head; with
+	 * the shared-K/V window attention (the default) and one CTA per token; and with 2 key splits,
+	 * where the windows at 500 straddle a change of chunk size (keys 501..516: chunks of 256 up to
+	 * 512 keys, of 384 after), so CTAs of 4 tokens make two passes, and those at 120 a change of
+	 * active split count (1 up to 128 keys, 2 after). */
+	const struct {
+		const char *win_split, *win_attn, *attn_split;
+	} cfgs[] = {{"1", "shared", NULL}, {"2", "shared", NULL}, {"1", "token", NULL}, {"1", "shared", "2"}};
 	for (int i = 0; i < 4; i++) {
-		char path[256], label[64];
+		char path[256], label[96];
 		snprintf(path, sizeof(path), "%s/verify-%s-%s-%d.gguf", dir, shapes[i], quants[i], (int)getpid());
 		struct ember_gen_config gc = {shapes[i], quants[i], 7, 0, NULL, NULL};
 		MUST(ember_gen_write(&gc, path));
-		for (int sp = 0; sp < 2; sp++) {
-			setenv("EMBER_WIN_SPLIT", splits[sp], 1);
-			snprintf(label, sizeof(label), "%s/%s/split%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny", quants[i], splits[sp]);
+		for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+			setenv("EMBER_WIN_SPLIT", cfgs[c].win_split, 1);
+			setenv("EMBER_WIN_ATTN", cfgs[c].win_attn, 1);
+			if (cfgs[c].attn_split)
+				setenv("EMBER_ATTN_SPLIT", cfgs[c].attn_split, 1);
+			else
+				unsetenv("EMBER_ATTN_SPLIT");
+			snprintf(label, sizeof(label), "%s/%s/split%s/%s/kv-split%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny",
+			         quants[i], cfgs[c].win_split, cfgs[c].win_attn, cfgs[c].attn_split ? cfgs[c].attn_split : "auto");
 			run_model(path, label);
 		}
 		unlink(path);
 	}
 	unsetenv("EMBER_WIN_SPLIT");
+	unsetenv("EMBER_WIN_ATTN");
+	unsetenv("EMBER_ATTN_SPLIT");
 	return check_exit("test_cuda_verify");
 }
