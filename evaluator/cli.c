@@ -335,10 +335,13 @@ static void calibrate_usage(FILE *f)
 {
 	fputs("usage: abgate calibrate --repo PATH|URL --ref REF [--suite FILE] [--runs N] [--state DIR]\n"
 	      "                        [--json FILE] [--markdown FILE] [--seed N] [--pairs-min N] [--pairs-max N]\n"
-	      "                        [--power P] [--resamples N] [--jobs N] [--quiet] [--config FILE] [--no-sandbox]\n"
+	      "                        [--power P] [--resamples N] [--noise-level P] [--jobs N] [--quiet]\n"
+	      "                        [--config FILE] [--no-sandbox]\n"
 	      "Runs N (default 10) A/A evaluations of REF against itself and publishes the false-positive rate,\n"
 	      "each series' noise and minimal detectable effect; the result is stored and cited by later\n"
-	      "evaluations of the suite. --config and --no-sandbox confine the evaluations as in `abgate eval`.\n", f);
+	      "evaluations of the suite. The MDE is computed at the noise's --noise-level percent upper\n"
+	      "confidence bound (default 90; 0: the A/A pairs as measured). --config and --no-sandbox confine\n"
+	      "the evaluations as in `abgate eval`.\n", f);
 }
 
 int ab_cmd_calibrate(int argc, char **argv)
@@ -350,7 +353,8 @@ int ab_cmd_calibrate(int argc, char **argv)
 		{ "markdown", required_argument, 0, 'm' }, { "seed", required_argument, 0, 'e' },
 		{ "pairs-min", required_argument, 0, 'p' }, { "pairs-max", required_argument, 0, 'P' },
 		{ "power", required_argument, 0, 'w' }, { "resamples", required_argument, 0, 'B' },
-		{ "jobs", required_argument, 0, 'J' }, { "quiet", no_argument, 0, 'q' },
+		{ "noise-level", required_argument, 0, 'L' }, { "jobs", required_argument, 0, 'J' },
+		{ "quiet", no_argument, 0, 'q' },
 		{ "config", required_argument, 0, 'C' }, { "no-sandbox", no_argument, 0, 'N' },
 		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 }
 	};
@@ -361,7 +365,7 @@ int ab_cmd_calibrate(int argc, char **argv)
 	const char *json_path = NULL, *md_path = NULL;
 	json_t *doc = NULL;
 	char *md = NULL;
-	int c, power_pct = 90;
+	int c, power_pct = 90, noise_pct = 90;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -377,6 +381,7 @@ int ab_cmd_calibrate(int argc, char **argv)
 		case 'P': if (parse_int(&o.pairs_max, optarg, "--pairs-max", 2, 10000) < 0) return 2; break;
 		case 'w': if (parse_int(&power_pct, optarg, "--power (percent)", 50, 99) < 0) return 2; break;
 		case 'B': if (parse_int(&o.resamples, optarg, "--resamples", 10, 100000) < 0) return 2; break;
+		case 'L': if (parse_int(&noise_pct, optarg, "--noise-level (percent)", 0, 99) < 0) return 2; break;
 		case 'J': if (parse_int(&o.jobs, optarg, "--jobs", 1, 4096) < 0) return 2; break;
 		case 'e': {
 			char *end;
@@ -402,6 +407,7 @@ int ab_cmd_calibrate(int argc, char **argv)
 		return 2;
 	}
 	o.power = power_pct / 100.0;
+	o.noise_level = noise_pct > 0 ? noise_pct / 100.0 : -1.0;
 	struct ab_config *cfg = NULL;
 	if (sandbox_from_cli(&sandbox, &cfg, config_path, no_sandbox) < 0)
 		return 2;

@@ -3,6 +3,8 @@
  * units (one unit = one pair of one run: every series' base and head value), so a synthetic
  * evaluation keeps the real cross-series structure of a pair; the target series' head values are
  * scaled by (1 - shift) and the evaluation runs the policy's own loop of looks and confirmation.
+ * With a noise level, each series' head values are first moved so that its log-ratios spread
+ * noise_scale times as wide about their mean (the cross-series structure of a unit is kept).
  * Power is a bisection over the shift with common random numbers (the same resamples per shift).
  */
 #include "calib.h"
@@ -66,12 +68,14 @@ struct pool {
 	struct unit *units;
 	size_t n_units;
 	double *values;            /* [unit][series][side] */
+	double *scale;             /* [series]: the widening pool_widen applied (1: none) */
 };
 
 static void pool_free(struct pool *p)
 {
 	free(p->units);
 	free(p->values);
+	free(p->scale);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -99,6 +103,10 @@ static int pool_make(struct pool *p, const struct ab_calib_run *runs, size_t n_r
 		return ab_error_set("calib: out of memory");
 	for (size_t c = 0; c < cells; c++)
 		p->values[c] = NAN;
+	if ((p->scale = malloc((r->n_series ? r->n_series : 1) * sizeof(double))) == NULL)
+		return ab_error_set("calib: out of memory");
+	for (size_t k = 0; k < r->n_series; k++)
+		p->scale[k] = 1.0;
 	size_t u = 0;
 	for (size_t i = 0; i < n_runs; i++)
 		for (size_t j = 0; j < runs[i].n; j++) {
@@ -115,6 +123,38 @@ static int pool_make(struct pool *p, const struct ab_calib_run *runs, size_t n_r
 				p->values[(u * r->n_series + (size_t)k) * 2 + (size_t)s->side] = s->value;
 		}
 	return 0;
+}
+
+/*
+ * Widens each series' paired log-ratios d about their mean c to c + f (d - c), f = sqrt((m - 1) /
+ * chi2_(1 - level)(m - 1)) for its m complete pairs: resampled, they then have the spread of the
+ * noise's one-sided `level` upper confidence bound. Only the head values move. level 0 or m < 3:
+ * unchanged.
+ */
+static void pool_widen(struct pool *p, const struct ab_calib_result *r, double level)
+{
+	for (size_t k = 0; k < r->n_series && level > 0; k++) {
+		double sum = 0;
+		size_t m = 0;
+		for (size_t u = 0; u < p->n_units; u++) {
+			double b = p->values[(u * r->n_series + k) * 2], h = p->values[(u * r->n_series + k) * 2 + 1];
+			if (isfinite(b) && isfinite(h)) {
+				sum += log(h / b);
+				m++;
+			}
+		}
+		if (m < 3)
+			continue;
+		double c = sum / (double)m, q = ab_stats_chi2_quantile(1.0 - level, (double)(m - 1));
+		if (!(q > 0))
+			continue;
+		p->scale[k] = sqrt((double)(m - 1) / q);
+		for (size_t u = 0; u < p->n_units; u++) {
+			double b = p->values[(u * r->n_series + k) * 2], *h = &p->values[(u * r->n_series + k) * 2 + 1];
+			if (isfinite(b) && isfinite(*h))
+				*h = b * exp(c + p->scale[k] * (log(*h / b) - c));
+		}
+	}
 }
 
 /* One synthetic evaluation; *detected: the target series REJECTed (confirmed), *resolved: its
@@ -214,9 +254,11 @@ int ab_calib_power(double *out_power, double *out_resolve, const struct ab_calib
 {
 	struct pool pool;
 	int error = pool_make(&pool, runs, n_runs, result);
-	if (error == 0)
+	if (error == 0) {
+		pool_widen(&pool, result, options->noise_level);
 		error = pool.n_units > 0 ? power_pool(out_power, out_resolve, &pool, result, target, shift, options) :
 			ab_error_setc(AB_EINVALID, "calib: no pairs to resample");
+	}
 	pool_free(&pool);
 	return error;
 }
@@ -262,8 +304,8 @@ int ab_calib_compute(struct ab_calib_result **out, const struct ab_calib_run *ru
 	int error = AB_ERROR;
 
 	if (n_runs == 0 || o == NULL || o->policy == NULL || !(o->power > 0 && o->power < 1) || o->resamples < 10 ||
-	    !(o->max_shift > 0 && o->max_shift < 1))
-		return ab_error_setc(AB_EINVALID, "calib: no runs, or a bad power, resample count or shift bound");
+	    !(o->max_shift > 0 && o->max_shift < 1) || !(o->noise_level >= 0 && o->noise_level < 1))
+		return ab_error_setc(AB_EINVALID, "calib: no runs, or a bad power, resample count, shift bound or noise level");
 	for (size_t i = 0; i < n_runs; i++)
 		total += runs[i].n;
 	if ((r = calloc(1, sizeof(*r))) == NULL || (r->series = calloc(total + 1, sizeof(*r->series))) == NULL ||
@@ -313,7 +355,13 @@ int ab_calib_compute(struct ab_calib_result **out, const struct ab_calib_run *ru
 			qsort(d, m, sizeof(*d), cmp_double);
 			c->robust_sd = 1.4826 * ab_stats_quantile_sorted(d, m, 0.5);
 		}
-		if (!c->gating || m < 2)
+	}
+	/* The MDE searches resample the widened pairs; sd and robust_sd above are as measured. */
+	pool_widen(&pool, r, o->noise_level);
+	for (size_t k = 0; k < r->n_series; k++) {
+		struct ab_calib_series *c = &r->series[k];
+		c->noise_scale = pool.scale[k];
+		if (!c->gating || c->n_pairs < 2)
 			continue;
 		if ((error = mde_search(&c->mde, &pool, r, k, 0, o)) != 0 ||
 		    (error = mde_search(&c->mde_resolve, &pool, r, k, 1, o)) != 0)

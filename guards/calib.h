@@ -4,8 +4,11 @@
  * (the spread of its paired log-ratios) and its minimal detectable effect: the smallest slowdown the
  * whole decision procedure (looks, equivalence stop, confirmation batch: speed.h) REJECTs with the
  * wanted power, found by re-running that procedure on pairs resampled from the real A/A pairs with a
- * multiplicative shift applied to one side of one series. No I/O; the evaluator runs the
- * evaluations and stores what this returns.
+ * multiplicative shift applied to one side of one series. The A/A pairs are a sample of the box's
+ * noise: where options.noise_level > 0, each series' log-ratios are widened about their mean to the
+ * noise's upper confidence bound at that level (chi-square on n_pairs - 1 degrees of freedom) before
+ * resampling, so a calibration whose pairs happened to be quiet does not publish an optimistic MDE.
+ * No I/O; the evaluator runs the evaluations and stores what this returns.
  */
 #ifndef AB_CALIB_H
 #define AB_CALIB_H
@@ -34,6 +37,7 @@ struct ab_calib_series {
 	                         * series confirmed; NAN when even max_shift is not (or not gating) */
 	double mde_resolve;     /* smallest slowdown whose displayed interval marks the series
 	                         * regressed (below 1 - margin) with >= power; NAN when not reached */
+	double noise_scale;     /* factor its log-ratios were widened by for the MDE search (1: none) */
 };
 
 struct ab_calib_options {
@@ -41,6 +45,8 @@ struct ab_calib_options {
 	double power;           /* 0.90 */
 	int resamples;          /* synthetic evaluations per shift tried (200) */
 	double max_shift;       /* largest slowdown searched (0.5) */
+	double noise_level;     /* confidence of the noise bound the MDE is computed at (0.90); 0: the
+	                         * pairs as measured (a point estimate, low about half the time) */
 	uint64_t seed;
 };
 
@@ -69,7 +75,8 @@ double ab_calib_clopper_pearson_upper(int k, int n, double level);
 
 /*
  * The power of the decision procedure against a slowdown `shift` of one series (index `target` of
- * result->series), from `resamples` synthetic evaluations of resampled pairs. Exposed for tests.
+ * result->series), from `resamples` synthetic evaluations of resampled pairs (widened as
+ * options->noise_level says, like ab_calib_compute's MDE search). Exposed for tests.
  */
 int ab_calib_power(double *out_power, double *out_resolve, const struct ab_calib_run *runs, size_t n_runs,
 	const struct ab_calib_result *result, size_t target, double shift, const struct ab_calib_options *options);

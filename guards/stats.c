@@ -120,6 +120,14 @@ double ab_stats_norm_quantile(double p)
 	return x - u / (1.0 + x * u / 2.0);
 }
 
+double ab_stats_chi2_quantile(double p, double k)
+{
+	if (!(k > 0) || !(p > 0.0 && p < 1.0))
+		return NAN;
+	double v = 2.0 / (9.0 * k), c = 1.0 - v + ab_stats_norm_quantile(p) * sqrt(v);
+	return c > 0 ? k * c * c * c : 0.0;
+}
+
 /* ---- location ---------------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)

@@ -107,6 +107,22 @@ int ab_calibration_markdown(char **out, const json_t *c)
 	ab_text_printf(&t, ". MDE: the smallest slowdown the suite's own decision procedure (looks, equivalence stop, "
 		"confirmation batch) REJECTs in %lld resampled evaluations built from the real A/A pairs.</sub>\n",
 		ab_render_int(c, "resamples", 0));
+	double lo = INFINITY, hi = -INFINITY;
+	json_array_foreach(json_object_get(c, "series"), i, s) {
+		double f = ab_render_num(s, "noise_scale");
+		if (json_is_true(json_object_get(s, "gating")) && isfinite(f)) {
+			lo = f < lo ? f : lo;
+			hi = f > hi ? f : hi;
+		}
+	}
+	if (ab_render_num(c, "noise_level") > 0 && isfinite(lo)) {
+		ab_text_printf(&t, "<sub>Those pairs are first widened to the noise's %.0f%% upper confidence bound (x%.2f",
+			ab_render_num(c, "noise_level") * 100, lo);
+		if (hi - lo >= 0.005)
+			ab_text_printf(&t, " to x%.2f", hi);
+		ab_text_puts(&t, "): a calibration whose A/A pairs happened to be quiet does not claim a smaller MDE than "
+			"the box delivers.</sub>\n");
+	}
 	if (t.failed) {
 		ab_text_free(&t);
 		return ab_error_set("calibration: out of memory");

@@ -148,6 +148,7 @@ int ab_calibrate_run(json_t **out_doc, const struct ab_calibrate_options *o)
 	struct ab_calib_options co = {
 		.policy = &policy.speed, .power = o->power > 0 ? o->power : 0.90,
 		.resamples = o->resamples > 0 ? o->resamples : 200, .max_shift = 0.5, .seed = seed ^ 0xca11b7a7e5ULL,
+		.noise_level = o->noise_level > 0 ? o->noise_level : o->noise_level < 0 ? 0.0 : 0.90,
 	};
 	if (!o->quiet)
 		AB_INFO("calibration: resampling %d A/A evaluations for the minimal detectable effects", n_ok);
@@ -158,21 +159,21 @@ int ab_calibrate_run(json_t **out_doc, const struct ab_calibrate_options *o)
 	json_t *series = json_array();
 	for (size_t k = 0; k < calib->n_series; k++) {
 		const struct ab_calib_series *c = &calib->series[k];
-		json_array_append_new(series, json_pack("{s:s, s:s, s:i, s:b, s:i, s:o, s:o, s:o, s:o}",
+		json_array_append_new(series, json_pack("{s:s, s:s, s:i, s:b, s:i, s:o, s:o, s:o, s:o, s:o}",
 			"model", c->model, "metric", c->metric, "ctx", c->ctx, "gating", c->gating, "n_pairs", c->n_pairs,
-			"noise_sd", num(c->sd), "noise_robust_sd", num(c->robust_sd), "mde", num(c->mde),
-			"mde_resolve", num(c->mde_resolve)));
+			"noise_sd", num(c->sd), "noise_robust_sd", num(c->robust_sd), "noise_scale", num(c->noise_scale),
+			"mde", num(c->mde), "mde_resolve", num(c->mde_resolve)));
 	}
 	char created[32];
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:i, s:i, s:f, s:i,"
+	doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:i, s:i, s:f, s:i, s:f,"
 		" s:{s:i, s:i, s:f, s:f, s:f}, s:O, s:o}",
 		"schema", AB_CALIBRATION_SCHEMA, "created_at", created, "repo", o->repo, "ref", o->ref, "sha", sha,
 		"suite", "name", suite->name, "sha256", suite->sha256, "runs", calib->runs, "infra_runs", infra,
-		"power", co.power, "resamples", co.resamples,
+		"power", co.power, "resamples", co.resamples, "noise_level", co.noise_level,
 		"fpr", "false_positives", calib->false_positives, "runs", calib->runs, "rate", calib->fpr,
 		"upper", calib->fpr_upper, "level", 0.95, "evaluations", evals, "series", series);
 	if (doc == NULL || (text = json_dumps(doc, JSON_COMPACT)) == NULL) {

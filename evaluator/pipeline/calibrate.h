@@ -6,10 +6,12 @@
  * the same suite find it and cite it in their method line.
  *
  * abgate.calibration/1: {schema, id, created_at, repo, ref, sha, suite {name, sha256}, runs,
- *   infra_runs, power, resamples, fpr {false_positives, runs, rate, upper, level},
+ *   infra_runs, power, resamples, noise_level, fpr {false_positives, runs, rate, upper, level},
  *   evaluations[] {id, seed, label, claimed, pairs, measure_s},
- *   series[] {model, metric, ctx, gating, n_pairs, noise_sd, noise_robust_sd, mde, mde_resolve}}
- * (mde: the slowdown REJECTed with `power`, a fraction; null when not reached or not gating).
+ *   series[] {model, metric, ctx, gating, n_pairs, noise_sd, noise_robust_sd, noise_scale, mde,
+ *   mde_resolve}}
+ * (mde: the slowdown REJECTed with `power`, a fraction, on pairs widened by noise_scale to the
+ * noise's noise_level upper bound; null when not reached or not gating).
  */
 #ifndef AB_CALIBRATE_H
 #define AB_CALIBRATE_H
@@ -34,6 +36,8 @@ struct ab_calibrate_options {
 	int quiet;
 	double power;              /* 0: 0.90 */
 	int resamples;             /* 0: 200 */
+	double noise_level;        /* confidence of the noise bound the MDE is computed at; 0: 0.90,
+	                            * < 0: the A/A pairs as measured (guards/calib.h) */
 	const struct ab_sandbox_config *sandbox; /* borrowed; NULL: the defaults (on), as ab_eval_options */
 };
 

@@ -120,6 +120,12 @@ static void test_location(void)
 	CHECK_NEAR(ab_stats_norm_quantile(0.975), 1.959963984540054, 1e-12);
 	CHECK_NEAR(ab_stats_norm_quantile(1e-6), -4.753424308822899, 1e-9);
 	CHECK_NEAR(ab_stats_norm_cdf(ab_stats_norm_quantile(0.3)), 0.3, 1e-14);
+	/* chi-square quantiles against tables (Wilson-Hilferty: within 0.5% at these k) */
+	CHECK_NEAR(ab_stats_chi2_quantile(0.05, 10), 3.940, 0.005 * 3.940);
+	CHECK_NEAR(ab_stats_chi2_quantile(0.95, 10), 18.307, 0.005 * 18.307);
+	CHECK_NEAR(ab_stats_chi2_quantile(0.10, 30), 20.599, 0.001 * 20.599);
+	CHECK_NEAR(ab_stats_chi2_quantile(0.10, 100), 82.358, 0.001 * 82.358);
+	CHECK(isnan(ab_stats_chi2_quantile(0.0, 10)) && isnan(ab_stats_chi2_quantile(0.5, 0)));
 }
 
 static void test_holm_wilson(void)

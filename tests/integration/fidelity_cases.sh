@@ -140,6 +140,11 @@ slower10)
 calibrate)
   # abgate calibrate on the mock: FPR and MDE printed and stored; then real evaluations with a
   # decode slowdown of 1.5 x the calibrated MDE of decode 512 must REJECT it (confirmed) every time.
+  # The decode is 64 tokens (128 ms a request): the mock's own 2% noise per request is the noise under
+  # test, and a hiccup of the shared 2-core box (a fixed few ms on one request) is a quarter of what
+  # it would be at 16. A CI run at 16 calibrated 1.66% noise and then, in the evaluation, read decode
+  # 512 with an interval twice as wide as that noise gives (x0.937 with upper bound 0.982).
+  export GEN_TOKENS=64
   fixture_init
   set +e
   "$ABGATE" calibrate --repo "$REPO" --ref main --runs "${CALIB_RUNS:-6}" --state "$WORK/state" --seed 500 \
@@ -152,14 +157,23 @@ calibrate)
   jq -e '.schema == "abgate.calibration/1" and .fpr.runs >= 5 and .fpr.upper > 0 and .fpr.upper < 1' \
     "$WORK/calib.json" >/dev/null || fail "calibration document: $(jq -c .fpr "$WORK/calib.json")"
   [ "$(sqlite3 "$WORK/state/abgate.db" 'SELECT count(*) FROM calibrations')" = 1 ] || fail "calibration not stored"
+  # the MDE is computed at the noise's 90% upper bound (60-odd pairs: x1.1-1.2), and says so
+  jq -e '.noise_level == 0.9 and ([.series[] | select(.gating) | .noise_scale > 1.05 and .noise_scale < 1.3] | all)' \
+    "$WORK/calib.json" >/dev/null || fail "noise bound: $(jq -c '[.noise_level, [.series[] | .noise_scale]]' "$WORK/calib.json")"
+  grep -q "upper confidence bound (x1\." "$WORK/calib.out" || fail "the calibration table does not say the pairs were widened"
   mde=$(jq -r '[.series[] | select(.metric == "decode_tps" and .ctx == 512)][0].mde' "$WORK/calib.json")
   awk -v m="$mde" 'BEGIN { exit !(m > 0.02 && m < 0.3) }' || fail "MDE decode 512: $mde"
   shift=$(awk -v m="$mde" 'BEGIN { printf "%.4f", 1 - 1.5 * m }')
   head_commit "head: decode x$shift (1.5 x MDE)" "decode_speed=$shift"
   for seed in 71 72; do
     SEED=$seed run_eval
-    jq -e '[.metrics[] | select(.name == "decode_tps" and .ctx == 512)][0] | .confirmed == true' "$RESULT" >/dev/null \
-      || fail "decode x$shift (1.5 x MDE $mde) not REJECTed: $(jq -c '[.metrics[] | select(.name == "decode_tps") | {ctx, ratio, ci_adj, regression, confirmed}]' "$RESULT")"
+    if ! jq -e '[.metrics[] | select(.name == "decode_tps" and .ctx == 512)][0] | .confirmed == true' "$RESULT" >/dev/null; then
+      # what the box did: each sample's rate, the harness's time and the engine's own
+      jq -r '.samples[] | select(.metric == "decode_tps" and .ctx == 512)
+             | "batch \(.batch) pair \(.pair) \(.side): \(.value) tok/s, harness \(.harness_ms) ms, engine \(.engine_ms) ms"' \
+        "$RESULT" >&2 || true
+      fail "decode x$shift (1.5 x MDE $mde) not REJECTed: $(jq -c '[.metrics[] | select(.name == "decode_tps") | {ctx, ratio, ci_adj, regression, confirmed}]' "$RESULT")"
+    fi
     jq -r '.calibration.fpr.upper' "$RESULT" | grep -qv null || fail "the result does not cite the calibration"
   done
   grep -q "A/A runs of main): FPR" "$WORK/comment.md" || fail "the method line does not cite the calibration"
