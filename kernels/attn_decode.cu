@@ -89,14 +89,7 @@ static __global__ void __launch_bounds__(ATTN_THREADS) attn_decode_kernel(const 
 		__syncthreads();
 
 		float m[G], l[G], o[G][D / 32];
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			m[g] = -INFINITY;
-			l[g] = 0.0f;
-#pragma unroll
-			for (int i = 0; i < D / 32; i++)
-				o[g][i] = 0.0f;
-		}
+		attn_state_init<D, G>(m, l, o);
 		for (int base = start + warp * 32; base < end; base += ATTN_THREADS) {
 			const int p = base + lane;
 			const bool valid = p < end;

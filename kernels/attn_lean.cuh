@@ -48,6 +48,40 @@ static __device__ __forceinline__ void attn_merge_warps(const float (&w_m)[ATTN_
 	*O = o;
 }
 
+/* A warp's empty softmax state: m = -inf, l = 0, o = 0 (o: this lane's D / 32 output elements). */
+template <int D, int G>
+static __device__ __forceinline__ void attn_state_init(float (&m)[G], float (&l)[G], float (&o)[G][D / 32])
+{
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < D / 32; i++)
+			o[g][i] = 0.0f;
+	}
+}
+
+/* Warp w's (m, l, o) into the shared rows attn_merge_warps reads; l is each lane's share of the
+ * softmax sum, reduced over the warp here. */
+template <int D, int G>
+static __device__ __forceinline__ void attn_stash_warp(float (*w_m)[G], float (*w_l)[G], float (*w_o)[G][D], int w,
+                                                       int lane, const float (&m)[G], const float (&l)[G],
+                                                       const float (&o)[G][D / 32])
+{
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		const float lw = ember_warp_sum(l[g]);
+		if (lane == 0) {
+			w_m[w][g] = m[g];
+			w_l[w][g] = lw;
+		}
+#pragma unroll
+		for (int i = 0; i < D / 32; i++)
+			w_o[w][g][lane * (D / 32) + i] = o[g][i];
+	}
+}
+
 /* Stores row i of split s of KV head h: its unnormalised output and, once per query head, its
  * (m, l), for the merging CTA. */
 template <int D, int G>
@@ -418,14 +452,7 @@ static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, 
 	__syncthreads();
 
 	float m[G], l[G], o[G][D / 32]; /* l: this lane's share of the softmax sum */
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		m[g] = -INFINITY;
-		l[g] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < D / 32; i++)
-			o[g][i] = 0.0f;
-	}
+	attn_state_init<D, G>(m, l, o);
 	while (base < end) {
 		const int p = base + lane, next = base + ATTN_THREADS;
 		const bool valid = p < end;
@@ -457,17 +484,7 @@ static __device__ __forceinline__ void attn_lean_body(const ember_attn_args &a, 
 	}
 
 	/* Merge the warps. A warp that saw no key has m = -inf, l = 0, o = 0. */
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		const float lw = ember_warp_sum(l[g]);
-		if (lane == 0) {
-			w_m[warp][g] = m[g];
-			w_l[warp][g] = lw;
-		}
-#pragma unroll
-		for (int i = 0; i < D / 32; i++)
-			w_o[warp][g][lane * (D / 32) + i] = o[g][i];
-	}
+	attn_stash_warp<D, G>(w_m, w_l, w_o, warp, lane, m, l, o);
 	__syncthreads();
 	for (int i = tid; i < G * D; i += ATTN_THREADS) {
 		float mx, L, O;

@@ -159,14 +159,7 @@ static __global__ void __launch_bounds__(WIN_THREADS, 1) attn_window_shared_kern
 	}
 
 	float m[G], l[G], o[G][D / 32];
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		m[g] = -INFINITY;
-		l[g] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < D / 32; i++)
-			o[g][i] = 0.0f;
-	}
+	attn_state_init<D, G>(m, l, o);
 	const __half *kc = static_cast<const __half *>(a.k_cache) + (size_t)h * a.n_ctx * D;
 	const __half *vc = static_cast<const __half *>(a.v_cache) + (size_t)h * a.n_ctx * D;
 	const uint32_t st0 = ember_smem_u32(un);
@@ -238,19 +231,8 @@ static __global__ void __launch_bounds__(WIN_THREADS, 1) attn_window_shared_kern
 	float(*w_l)[G] = reinterpret_cast<float(*)[G]>(un + SM::o + SM::ml + (size_t)t * ATTN_WARPS * G * 4);
 	float(*w_ml)[G][2] = reinterpret_cast<float(*)[G][2]>(un + SM::o + 2 * SM::ml + (size_t)t * ATTN_MAX_SPLIT * G * 2 * 4);
 	float(*w_f)[G] = reinterpret_cast<float(*)[G]>(un + SM::o + 2 * SM::ml + SM::sml + (size_t)t * ATTN_MAX_SPLIT * G * 4);
-	if (me.on) {
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			const float lw = ember_warp_sum(l[g]);
-			if (lane == 0) {
-				w_m[w][g] = m[g];
-				w_l[w][g] = lw;
-			}
-#pragma unroll
-			for (int i = 0; i < D / 32; i++)
-				w_o[w][g][lane * (D / 32) + i] = o[g][i];
-		}
-	}
+	if (me.on)
+		attn_stash_warp<D, G>(w_m, w_l, w_o, w, lane, m, l, o);
 	__syncthreads();
 
 	/* Token t's outputs and scratch, as the per-token kernel offsets them. */
