@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ci/gpu-spec.sh - speculative decoding's run on the GPU machine (not CI): builds ember, generates
 # qwen3-8b / qwen3-0.6b q4_k_m targets and untrained 5-layer block-16 DFlash drafts, runs
-# test_cuda_spec (generated models, then the 8B pair), ember-bench --spec (plain vs spec tok/s, tau, draft / verify /
-# other per step, verify window vs decode step), `ember serve --backend cuda --draft`, then
+# test_cuda_spec (generated models, then the 8B pair with the q8 and the f16 draft), ember-bench --spec (plain vs spec tok/s, tau, draft / verify /
+# other per step, verify window vs decode step; 8B also with EMBER_DRAFT_WEIGHTS=f16), `ember serve --backend cuda --draft`, then
 # test_cuda_verify when time is left. Logs under $OUT (summary.log, build, gen, spec, bench, serve,
 # verify). jansson's Debian packages come from ./deb when the image lacks the headers.
 # CTX: the bench contexts (default 128,4k); REPS (default 7); BUDGET: seconds after which the
@@ -32,10 +32,12 @@ GP=$!
 run "$OUT/spec.log" 200 test_cuda_spec $B/test_cuda_spec
 wait $GP && log "models generated" || { log "FAIL gen"; tail -20 "$OUT/gen.log"; }
 run "$OUT/spec.log" 150 "test_cuda_spec 8b" $B/test_cuda_spec $M/8b.gguf $M/8b-draft.gguf
+run "$OUT/spec.log" 150 "test_cuda_spec 8b f16 draft" env EMBER_DRAFT_WEIGHTS=f16 $B/test_cuda_spec $M/8b.gguf $M/8b-draft.gguf
 grep -E "FAIL|FATAL|rel L2|spec tokens|steps," "$OUT/spec.log" | head -40
 CTX=${CTX:-128,4k}
 REPS=${REPS:-7}
 run "$OUT/bench.log" 150 "bench 8b spec" $B/ember-bench --model $M/8b.gguf --decode "$CTX" --gen 128 --reps "$REPS" --verify 16 --spec $M/8b-draft.gguf
+run "$OUT/bench.log" 150 "bench 8b spec f16 draft" env EMBER_DRAFT_WEIGHTS=f16 $B/ember-bench --model $M/8b.gguf --decode "$CTX" --gen 128 --reps "$REPS" --verify 16 --spec $M/8b-draft.gguf
 run "$OUT/bench.log" 90 "bench 0.6b spec" $B/ember-bench --model $M/06b.gguf --decode "$CTX" --gen 128 --reps "$REPS" --verify 16 --spec $M/06b-draft.gguf
 grep -E "^model|^draft|^decode|^verify|^spec" "$OUT/bench.log"
 P=$(seq -s, 1 24)

@@ -65,6 +65,7 @@ static void read_options(struct cuda_options *o)
 	o->gemm_bucket = env_int("EMBER_GEMM_BUCKET", 64);
 	o->prefill_warm = env_int("EMBER_PREFILL_WARM", 1) != 0;
 	o->draft_block_attn = env_choice("EMBER_DRAFT_ATTN", "block", "window", 1);
+	o->draft_q8 = env_choice("EMBER_DRAFT_WEIGHTS", "q8", "f16", 2);
 }
 
 static int cuda_available(char *why, size_t why_len)

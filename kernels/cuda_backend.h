@@ -40,6 +40,9 @@ struct cuda_options {
 	                      (default 64; 0 or 1 = the exact count), so few shapes exist */
 	int draft_block_attn; /* EMBER_DRAFT_ATTN=block|window: the DFlash draft block's attention on
 	                      attn_block.cu (default) or the verify window's lean kernel, non-causal */
+	int draft_q8;      /* EMBER_DRAFT_WEIGHTS=q8|f16: the DFlash draft's block pass on int8 Q8R copies of
+	                      its weights and of the LM head through the window GEMV (1), or on cuBLAS fp16
+	                      GEMMs (0); unset (2): q8 when the block fits the window (<= 16 tokens) */
 	int prefill_warm;  /* EMBER_PREFILL_WARM: run every bucketed GEMM shape and one full chunk at
 	                      create, so no request pays cuBLAS's first use of a shape (default 1) */
 };

@@ -1,7 +1,11 @@
 /*
  * cuda_draft.c - the DFlash draft ops of the CUDA backend (backend.h: draft_attach, draft_commit,
  * draft_propose). The draft runs on cuBLAS fp16 GEMMs over its weights dequantized at attach (as
- * the prefill does), its context K/V is an fp16 cache of the target's layout, and the block's
+ * the prefill does) for the context commit, while its block pass runs the verify window's GEMV
+ * (gemv_window.cu) over int8 Q8R copies of its layers and of the LM head, about half the bytes of
+ * fp16 (EMBER_DRAFT_WEIGHTS=q8, the default for blocks of up to 16 tokens), or cuBLAS fp16 GEMMs
+ * over the fp16 weights (=f16). Its context K/V is an fp16 cache of the
+ * target's layout, and the block's
  * attention is attn_block.cu's tensor-core kernel (EMBER_DRAFT_ATTN=block, the default: K/V read
  * once per KV head for the whole block) or the verify window's lean kernel in its non-causal mode
  * (=window, and for head dims the block kernel lacks). Hidden states never leave
@@ -22,6 +26,8 @@
 #include "embed.cuh"
 #include "error.h"
 #include "gemm.cuh"
+#include "gemv_window.cuh"
+#include "layout.cuh"
 #include "repack.cuh"
 #include "rows.cuh"
 
@@ -33,6 +39,8 @@ struct cuda_draft_layer {
 	void *o;    /* fp16 [n_embd][n_head hd] */
 	void *gu;   /* fp16 [2 n_ff][n_embd]: gate rows, then up rows */
 	void *down; /* fp16 [n_embd][n_ff] */
+	/* EMBER_DRAFT_WEIGHTS=q8: Q8R tiles of qkv, o, gate then up, down (o, gu, down fp16 freed) */
+	void *qkv8, *o8, *gu8, *down8;
 };
 
 /* Device staging of one block pass: the window state (pos = the block's first position) and the
@@ -65,6 +73,12 @@ struct cuda_draft {
 	int win_shared;                /* EMBER_WIN_ATTN for the window attention (EMBER_DRAFT_ATTN=window) */
 	float *blk_o, *blk_ml;         /* its scratch */
 	int32_t *argmax;               /* [B - 1] */
+	int q8;                        /* EMBER_DRAFT_WEIGHTS=q8: the block pass on Q8R window GEMVs */
+	void *head8;                   /* Q8R tiles of the LM head [n_vocab][n_embd] */
+	void *w_xs;                    /* window GEMV scratch: fp16 [B][k_max rounded up to 256] */
+	float *w_sx, *w_part;          /* [B][that / 16]; chain split sums [w_jobs][8][EMBER_WINDOW_MAX][16] */
+	uint32_t *w_cnt;               /* [w_jobs] split arrival counters, zero between launches */
+	int w_jobs;
 	cudaGraphExec_t graph;
 	int warm;
 	size_t bytes;
@@ -100,7 +114,8 @@ void ember_cuda_draft_free(struct cuda_draft *dr)
 	if (dr->layers) {
 		for (int l = 0; l < dr->hp.n_layer; l++) {
 			struct cuda_draft_layer *L = &dr->layers[l];
-			void *ps[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->qkv, L->o, L->gu, L->down};
+			void *ps[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->qkv, L->o, L->gu, L->down,
+			              L->qkv8, L->o8, L->gu8, L->down8};
 			for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
 				cudaFree(ps[i]);
 		}
@@ -112,7 +127,8 @@ void ember_cuda_draft_free(struct cuda_draft *dr)
 		cudaFree((void *)dr->head);
 	void *bufs[] = {dr->fc, dr->hidden_norm, dr->output_norm, dr->kv, dr->rope_cos, dr->rope_sin, dr->io, dr->x,
 	                dr->qkv, dr->gu, dr->logits, dr->xn, dr->attn, dr->h, dr->feat16, dr->q_scratch, dr->part_o,
-	                dr->part_ml, dr->counters, dr->argmax, dr->blk_o, dr->blk_ml};
+	                dr->part_ml, dr->counters, dr->argmax, dr->blk_o, dr->blk_ml, dr->head8, dr->w_xs, dr->w_sx,
+	                dr->w_part, dr->w_cnt};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		cudaFree(bufs[i]);
 	if (dr->h_io)
@@ -148,6 +164,84 @@ static float *upload_norm(struct cuda_draft *dr, struct ember_backend *be, const
 	if (err != cudaSuccess)
 		*error = ember_cuda_fail(err, "cudaMemcpy(draft norm weights)", __FILE__, __LINE__);
 	return p;
+}
+
+/* Q8R tiles of the fp16 rows src[rows][cols] into a new allocation; with free_src the fp16 copy
+ * is released once the quantization has run (*src set to NULL). */
+static void *quant_q8r(struct cuda_draft *dr, struct ember_backend *be, void **src, int64_t rows, int64_t cols,
+                       int free_src, int *error)
+{
+	void *p = dalloc(dr, ember_quant_q8r_bytes(rows, cols), error);
+	if (!p)
+		return NULL;
+	int rc = ember_quant_q8r(p, *src, rows, cols, be->stream);
+	cudaError_t err = rc ? cudaSuccess : cudaStreamSynchronize(be->stream);
+	if (rc || err != cudaSuccess) {
+		*error = rc ? rc : ember_cuda_fail(err, "quantizing the draft's weights to Q8R", __FILE__, __LINE__);
+		return p;
+	}
+	if (free_src) {
+		cudaFree(*src);
+		dr->bytes -= (size_t)rows * cols * 2;
+		*src = NULL;
+	}
+	return p;
+}
+
+/* EMBER_DRAFT_WEIGHTS=q8: Q8R copies of every layer's matrices (qkv keeps its fp16 rows for the
+ * context commit) and of the LM head, and the window GEMV's scratch for the block. */
+static int attach_q8(struct cuda_draft *dr, struct ember_backend *be)
+{
+	const struct ember_hparams *hp = &dr->hp;
+	const int E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab, qd = dr->q_dim, ldq = qd + 2 * dr->kv_dim;
+	int error = 0;
+	if (dr->B > EMBER_WINDOW_MAX)
+		return ember_error_set(EMBER_EUNSUPPORTED, "EMBER_DRAFT_WEIGHTS=q8: the window GEMV takes at most %d tokens, "
+		                       "the draft's block is %d", EMBER_WINDOW_MAX, dr->B);
+	for (int l = 0; l < hp->n_layer && !error; l++) {
+		struct cuda_draft_layer *L = &dr->layers[l];
+		L->qkv8 = quant_q8r(dr, be, &L->qkv, ldq, E, 0, &error);
+		L->o8 = quant_q8r(dr, be, &L->o, E, qd, 1, &error);
+		L->down8 = quant_q8r(dr, be, &L->down, E, F, 1, &error);
+		if (error)
+			break;
+		/* gate and up as two tile arrays (the SwiGLU epilogue's two segments) in one allocation */
+		const size_t half = ember_quant_q8r_bytes(F, E);
+		L->gu8 = dalloc(dr, 2 * half, &error);
+		if (error || (error = ember_quant_q8r(L->gu8, L->gu, F, E, be->stream)) ||
+		    (error = ember_quant_q8r((char *)L->gu8 + half, (const char *)L->gu + (size_t)F * E * 2, F, E, be->stream)))
+			break;
+		CUDA_CHECK(cudaStreamSynchronize(be->stream));
+		cudaFree(L->gu);
+		dr->bytes -= (size_t)2 * F * E * 2;
+		L->gu = NULL;
+	}
+	if (error)
+		return error;
+	void *head = (void *)dr->head;
+	dr->head8 = quant_q8r(dr, be, &head, V, E, dr->own_head, &error);
+	if (error)
+		return error;
+	dr->head = head;
+	if (dr->own_head && !head)
+		dr->own_head = 0;
+	int k_max = E > qd ? E : qd;
+	k_max = F > k_max ? F : k_max;
+	const size_t k_pad = (size_t)(k_max + 255) / 256 * 256;
+	int jobs = (ldq + 15) / 16;
+	jobs = (E + 15) / 16 > jobs ? (E + 15) / 16 : jobs;
+	jobs = 2 * ((F + 15) / 16) > jobs ? 2 * ((F + 15) / 16) : jobs;
+	jobs = (V + 15) / 16 > jobs ? (V + 15) / 16 : jobs; /* the LM head, for EMBER_WIN_SPLIT=2 */
+	dr->w_jobs = jobs;
+	dr->w_xs = dalloc(dr, (size_t)dr->B * k_pad * 2, &error);
+	dr->w_sx = dalloc(dr, (size_t)dr->B * (k_pad / 16) * 4, &error);
+	dr->w_part = dalloc(dr, (size_t)jobs * 8 * EMBER_WINDOW_MAX * 16 * 4, &error);
+	dr->w_cnt = dalloc(dr, (size_t)jobs * 4, &error);
+	if (error)
+		return error;
+	CUDA_CHECK(cudaMemsetAsync(dr->w_cnt, 0, (size_t)jobs * 4, be->stream));
+	dr->q8 = 1;
+	return 0;
 }
 
 static int check_draft(const struct ember_backend *be, const struct ember_draft *d)
@@ -293,6 +387,9 @@ int ember_cuda_draft_attach(struct ember_backend *be, const struct ember_draft *
 		if ((error = upload_f16(be, p, &d->output, staging)))
 			goto cleanup;
 	}
+
+	if ((be->opt.draft_q8 == 1 || (be->opt.draft_q8 == 2 && B <= EMBER_WINDOW_MAX)) && (error = attach_q8(dr, be)))
+		goto cleanup;
 
 	/* context K/V, RoPE tables, block and commit scratch */
 	dr->kv = dalloc(dr, (size_t)hp->n_layer * 2 * hp->n_head_kv * dr->cap * hd * 2, &error);
@@ -471,6 +568,72 @@ static int window_attention(struct cuda_draft *dr, int l, cudaStream_t st)
 	return ember_attn_window(&a, dr->B, dr->q_dim + 2 * dr->kv_dim, st);
 }
 
+/* One window GEMV of the q8 block pass over n rows of x (ld_x apart): Q8R weights w (rows x k;
+ * SWIGLU: gate w, up w2, into out_h), the input RMS-normalized with norm_w when given, and the
+ * backend's GEMV shape switches. */
+static int draft_gemv(struct ember_backend *be, struct cuda_draft *dr, int epi, const void *x, int k, int ld_x,
+                      const float *norm_w, int n, const void *w, const void *w2, int rows, float *out, int ld_out, void *out_h)
+{
+	struct ember_gemv_win_args a;
+	memset(&a, 0, sizeof(a));
+	struct ember_gemv_args *g = &a.g;
+	g->epi = epi;
+	g->x = x;
+	g->k = k;
+	g->in_mode = norm_w ? EMBER_GEMV_IN_RMS : EMBER_GEMV_IN_F16;
+	g->norm_w = norm_w;
+	g->eps = dr->hp.rms_eps;
+	g->streaming = be->opt.gemv_stream;
+	g->stream_warps = be->opt.gemv_warps;
+	g->stream_ring = be->opt.gemv_ring;
+	g->stream_ctas = be->opt.gemv_ctas;
+	struct ember_gemv_seg s0 = {w, EMBER_T_Q8R, 1, rows, out}, s1 = {w2, EMBER_T_Q8R, 1, rows, NULL};
+	g->seg[0] = s0;
+	g->seg[1] = s1;
+	g->n_seg = epi == EMBER_GEMV_SWIGLU ? 2 : 1;
+	g->out_h = out_h;
+	a.n_tok = n;
+	a.ld_x = ld_x;
+	a.ld_out = ld_out;
+	a.ld_h = dr->hp.n_ff;
+	a.xs = dr->w_xs;
+	a.sx = dr->w_sx;
+	a.split = be->opt.win_split;
+	a.split_warps = be->opt.win_warps;
+	a.part = dr->w_part;
+	a.cnt = dr->w_cnt;
+	a.part_jobs = dr->w_jobs;
+	return ember_gemv_window(&a, be->stream);
+}
+
+/* The block pass with EMBER_DRAFT_WEIGHTS=q8: the layers and the LM head as window GEMVs (RMSNorm
+ * fused into the input staging, residual adds and SwiGLU into the epilogues). */
+static int propose_enqueue_q8(struct ember_backend *be, struct cuda_draft *dr)
+{
+	const struct ember_hparams *hp = &dr->hp;
+	const int E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab, B = dr->B, qd = dr->q_dim, ldq = qd + 2 * dr->kv_dim;
+	const size_t gu_half = ember_quant_q8r_bytes(F, E);
+	cudaStream_t st = be->stream;
+	int rc;
+	if ((rc = ember_embed_rows(dr->x, dr->embd_type, dr->embd, E, V, dr->io->tokens, B, st)))
+		return rc;
+	for (int l = 0; l < hp->n_layer; l++) {
+		const struct cuda_draft_layer *L = &dr->layers[l];
+		if ((rc = draft_gemv(be, dr, EMBER_GEMV_STORE, dr->x, E, E, L->attn_norm, B, L->qkv8, NULL, ldq, dr->qkv, ldq, NULL)) ||
+		    (rc = dr->block_attn ? block_attention(dr, l, st) : window_attention(dr, l, st)) ||
+		    (rc = draft_gemv(be, dr, EMBER_GEMV_RESID, dr->attn, qd, qd, NULL, B, L->o8, NULL, E, dr->x, E, NULL)) ||
+		    (rc = draft_gemv(be, dr, EMBER_GEMV_SWIGLU, dr->x, E, E, L->ffn_norm, B, L->gu8, (const char *)L->gu8 + gu_half,
+		                     F, NULL, 0, dr->h)) ||
+		    (rc = draft_gemv(be, dr, EMBER_GEMV_RESID, dr->h, F, F, NULL, B, L->down8, NULL, E, dr->x, E, NULL)))
+			return rc;
+	}
+	/* slots 1..B-1 through the final norm and the LM head */
+	if ((rc = draft_gemv(be, dr, EMBER_GEMV_STORE, dr->x + E, E, E, dr->output_norm, B - 1, dr->head8, NULL, V, dr->logits,
+	                     V, NULL)))
+		return rc;
+	return ember_argmax_rows(dr->argmax, dr->logits, B - 1, V, st);
+}
+
 /* The block pass on be->stream (plainly or under capture): tokens and position from dr->io. */
 static int propose_enqueue(struct ember_backend *be, struct cuda_draft *dr)
 {
@@ -479,6 +642,8 @@ static int propose_enqueue(struct ember_backend *be, struct cuda_draft *dr)
 	const int ldq = qd + 2 * kvd;
 	cudaStream_t st = be->stream;
 	int rc;
+	if (dr->q8)
+		return propose_enqueue_q8(be, dr);
 	if ((rc = ember_embed_rows(dr->x, dr->embd_type, dr->embd, E, V, dr->io->tokens, B, st)))
 		return rc;
 	for (int l = 0; l < hp->n_layer; l++) {

@@ -54,6 +54,11 @@ template <> struct tile_regs<EMBER_T_Q6_K> {
 	uint32_t d0, d1;
 };
 
+template <> struct tile_regs<EMBER_T_Q8R> {
+	uint4 q[8];
+	float d0, d1; /* rows gid, gid + 8 */
+};
+
 template <int TYPE> static __device__ __forceinline__ void tile_load(const uint8_t *tile, int lane, tile_regs<TYPE> &t);
 
 template <> __device__ __forceinline__ void tile_load<EMBER_T_Q8_0>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q8_0> &t)
@@ -65,6 +70,18 @@ template <> __device__ __forceinline__ void tile_load<EMBER_T_Q8_0>(const uint8_
 		t.q[c] = v[c * 32 + lane];
 	t.d0 = v[EMBER_Q8_D_OFF / 16 + gid];
 	t.d1 = v[EMBER_Q8_D_OFF / 16 + gid + 8];
+}
+
+template <> __device__ __forceinline__ void tile_load<EMBER_T_Q8R>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q8R> &t)
+{
+	const uint4 *v = reinterpret_cast<const uint4 *>(tile);
+	const float *d = reinterpret_cast<const float *>(tile + EMBER_Q8R_D_OFF);
+	const int gid = lane >> 2;
+#pragma unroll
+	for (int c = 0; c < 8; c++)
+		t.q[c] = v[c * 32 + lane];
+	t.d0 = d[gid];
+	t.d1 = d[gid + 8];
 }
 
 template <> __device__ __forceinline__ void tile_load<EMBER_T_Q4_K>(const uint8_t *tile, int lane, tile_regs<EMBER_T_Q4_K> &t)

@@ -36,18 +36,19 @@ struct stream_cursor {
 	int tb;                  /* tile bytes of this segment */
 };
 
-template <int EPI, int W>
+template <int EPI, int W, bool Q8 = false>
 static __device__ __forceinline__ void cursor_locate(const ember_gemv_args &a, stream_cursor &c, int kt_count)
 {
 	c.rt = locate_tile(a, c.unit, EPI == EMBER_GEMV_SWIGLU, &c.si);
 	c.si += c.pass;
 	const ember_gemv_seg &seg = a.seg[c.si];
 	c.type = seg.type;
-	c.tb = (int)ember_tile_bytes(seg.type);
-	c.src = tile_base(seg, c.rt, kt_count * EMBER_TILE_K) + (size_t)c.rr * W * c.tb;
+	c.tb = Q8 ? (int)EMBER_Q8R_TILE_BYTES : (int)ember_tile_bytes(seg.type);
+	c.src = (Q8 ? static_cast<const uint8_t *>(seg.w) + (size_t)c.rt * kt_count * EMBER_Q8R_TILE_BYTES
+	            : tile_base(seg, c.rt, kt_count * EMBER_TILE_K)) + (size_t)c.rr * W * c.tb;
 }
 
-template <int EPI, int W>
+template <int EPI, int W, bool Q8 = false>
 static __device__ __forceinline__ void cursor_next(const ember_gemv_args &a, stream_cursor &c, int rpp, int kt_count)
 {
 	constexpr int P = EPI == EMBER_GEMV_SWIGLU ? 2 : 1;
@@ -60,12 +61,12 @@ static __device__ __forceinline__ void cursor_next(const ember_gemv_args &a, str
 		c.pass = 0;
 		c.unit += (int)gridDim.x;
 	}
-	cursor_locate<EPI, W>(a, c, kt_count);
+	cursor_locate<EPI, W, Q8>(a, c, kt_count);
 }
 
 /* Issues the round at cursor c (round number g) into ring slot `slot` when the CTA has it, and
  * commits a group either way (uniform group counts), then advances c. */
-template <int EPI, int W>
+template <int EPI, int W, bool Q8 = false>
 static __device__ __forceinline__ void stream_issue(const ember_gemv_args &a, stream_cursor &c, uint8_t *ring,
                                                     size_t slot_bytes, int slot, int g, int n_rounds, int rpp,
                                                     int kt_count)
@@ -77,7 +78,7 @@ static __device__ __forceinline__ void stream_issue(const ember_gemv_args &a, st
 		uint8_t *dst = ring + (size_t)slot * slot_bytes;
 		for (int i = threadIdx.x; i < chunks; i += W * 32)
 			cp_async16(dst + (size_t)i * 16, c.src + (size_t)i * 16);
-		cursor_next<EPI, W>(a, c, rpp, kt_count);
+		cursor_next<EPI, W, Q8>(a, c, rpp, kt_count);
 	}
 	cp_async_commit();
 }

@@ -64,7 +64,7 @@ static __device__ __forceinline__ void win_finish(const ember_gemv_win_args &a, 
 	}
 }
 
-template <int EPI, int W, int NB>
+template <int EPI, int W, int NB, bool Q8>
 static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_gemv_win_args wa, int k_pad, int ring_rounds,
                                                                      int tok0, int nt)
 {
@@ -90,11 +90,11 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 	issue_c.pass = 0;
 	issue_c.rr = 0;
 	if (n_rounds > 0)
-		cursor_locate<EPI, W>(args, issue_c, kt_count);
+		cursor_locate<EPI, W, Q8>(args, issue_c, kt_count);
 	comp_c = issue_c;
 	int issue_slot = 0;
 	for (int g = 0; g < R - 1; g++) {
-		stream_issue<EPI, W>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
+		stream_issue<EPI, W, Q8>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
 	/* The tokens' staged inputs and sums (written by win_stage_kernel). */
@@ -127,12 +127,17 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 			win_finish<EPI, W>(wa, ys + (parity ^ 1) * W * EMBER_WINDOW_MAX * 16, gate_s, nt, tok0, pend_si, pend_rt, pend_pass);
 			pend = 0;
 		}
-		stream_issue<EPI, W>(args, issue_c, ring, slot_bytes, issue_slot, g + R - 1, n_rounds, rpp, kt_count);
+		stream_issue<EPI, W, Q8>(args, issue_c, ring, slot_bytes, issue_slot, g + R - 1, n_rounds, rpp, kt_count);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 
 		const int kt = comp_c.rr * W + warp;
 		if (kt < kt_count) {
 			const uint8_t *tile = ring + (size_t)slot * slot_bytes + (size_t)warp * comp_c.tb;
+			if constexpr (Q8) { /* the draft's Q8R tiles: their own instances, so the target's keep their code */
+				tile_regs<EMBER_T_Q8R> t;
+				tile_load<EMBER_T_Q8R>(tile, lane, t);
+				win_tile<EMBER_T_Q8R, NB>(t, xw32, ws, sxw, ss, nt, kt, lane, acc);
+			} else
 			switch (comp_c.type) {
 			case EMBER_T_Q8_0: {
 				tile_regs<EMBER_T_Q8_0> t;
@@ -180,7 +185,7 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 			parity ^= 1;
 		}
 		if (g + 1 < n_rounds)
-			cursor_next<EPI, W>(args, comp_c, rpp, kt_count);
+			cursor_next<EPI, W, Q8>(args, comp_c, rpp, kt_count);
 	}
 	cp_async_wait<0>();
 	__syncthreads();
@@ -196,19 +201,19 @@ static size_t win_smem(int R, int W, size_t tb_max, int k_pad, int nt)
 	       (size_t)2 * W * EMBER_WINDOW_MAX * 16 * 4 + (size_t)nt * 16 * 4;
 }
 
-template <int EPI, int W, int NB>
+template <int EPI, int W, int NB, bool Q8>
 static int win_launch(const ember_gemv_win_args *a, int k_pad, int R, size_t smem, int tok0, int nt, int n_sm, cudaStream_t stream)
 {
 	static size_t smem_set = 48 * 1024;
 	static size_t occ_smem = 0;
 	static int occ_blocks = 0;
 	if (smem > smem_set) {
-		CUDA_CHECK(cudaFuncSetAttribute(win_gemv_kernel<EPI, W, NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		CUDA_CHECK(cudaFuncSetAttribute(win_gemv_kernel<EPI, W, NB, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 		smem_set = smem;
 	}
 	if (occ_smem != smem) {
 		int nb = 0;
-		CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, win_gemv_kernel<EPI, W, NB>, W * 32, smem));
+		CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, win_gemv_kernel<EPI, W, NB, Q8>, W * 32, smem));
 		if (nb < 1)
 			return ember_error_set(EMBER_ERROR, "gemv window: %zu bytes of shared memory per CTA do not fit an SM", smem);
 		occ_blocks = nb;
@@ -217,27 +222,27 @@ static int win_launch(const ember_gemv_win_args *a, int k_pad, int R, size_t sme
 	const int cap = occ_blocks * n_sm;
 	const int per = (a->g.n_tiles + cap - 1) / cap;
 	const int grid = (a->g.n_tiles + per - 1) / per;
-	win_gemv_kernel<EPI, W, NB><<<grid, W * 32, smem, stream>>>(*a, k_pad, R, tok0, nt);
+	win_gemv_kernel<EPI, W, NB, Q8><<<grid, W * 32, smem, stream>>>(*a, k_pad, R, tok0, nt);
 	CUDA_CHECK_LAUNCH("win_gemv_kernel");
 	return 0;
 }
 
-template <int EPI, int W>
+template <int EPI, int W, bool Q8>
 static int win_launch_nb(const ember_gemv_win_args *a, int k_pad, int R, size_t smem, int tok0, int nt, int n_sm, cudaStream_t stream)
 {
 	if (nt > 8)
-		return win_launch<EPI, W, 2>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
-	return win_launch<EPI, W, 1>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
+		return win_launch<EPI, W, 2, Q8>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
+	return win_launch<EPI, W, 1, Q8>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
 }
 
-template <int W>
+template <int W, bool Q8>
 static int win_dispatch(const ember_gemv_win_args *a, int k_pad, int R, size_t smem, int tok0, int nt, int n_sm, cudaStream_t stream)
 {
 	switch (a->g.epi) {
 	case EMBER_GEMV_STORE:
-	case EMBER_GEMV_ARGMAX: return win_launch_nb<EMBER_GEMV_STORE, W>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
-	case EMBER_GEMV_RESID: return win_launch_nb<EMBER_GEMV_RESID, W>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
-	case EMBER_GEMV_SWIGLU: return win_launch_nb<EMBER_GEMV_SWIGLU, W>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
+	case EMBER_GEMV_ARGMAX: return win_launch_nb<EMBER_GEMV_STORE, W, Q8>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
+	case EMBER_GEMV_RESID: return win_launch_nb<EMBER_GEMV_RESID, W, Q8>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
+	case EMBER_GEMV_SWIGLU: return win_launch_nb<EMBER_GEMV_SWIGLU, W, Q8>(a, k_pad, R, smem, tok0, nt, n_sm, stream);
 	}
 	return ember_error_set(EMBER_ERROR, "gemv window: unknown epilogue %d", a->g.epi);
 }
@@ -267,7 +272,7 @@ extern "C" int ember_gemv_window_warps(int *out, const struct ember_gemv_args *g
 	for (int i = 0; i < g->n_seg; i++) {
 		if (!g->seg[i].tiled)
 			return 0;
-		const size_t tb = ember_tile_bytes(g->seg[i].type);
+		const size_t tb = ember_tile_bytes_any(g->seg[i].type);
 		tb_max = tb > tb_max ? tb : tb_max;
 	}
 	*out = 4; /* the plain kernel: GEMV_WARPS */
@@ -300,10 +305,15 @@ extern "C" int ember_gemv_window(const struct ember_gemv_win_args *a_in, cudaStr
 	int tiles = 0;
 	for (int i = 0; i < g->n_seg; i++) {
 		EMBER_REQUIRE(g->seg[i].w && g->seg[i].rows > 0 && (g->epi == EMBER_GEMV_SWIGLU || g->seg[i].out));
-		const size_t tb = ember_tile_bytes(g->seg[i].type);
+		const size_t tb = ember_tile_bytes_any(g->seg[i].type);
 		tb_max = tb > tb_max ? tb : tb_max;
 		tiles += (g->seg[i].rows + 15) / 16;
 	}
+	/* Q8R segments (the draft's) run their own kernel instances; one launch takes one kind */
+	const int q8 = g->seg[0].type == EMBER_T_Q8R;
+	for (int i = 1; i < g->n_seg; i++)
+		if ((g->seg[i].type == EMBER_T_Q8R) != q8)
+			return ember_error_set(EMBER_EUNSUPPORTED, "gemv window: Q8R and GGUF-type segments in one launch");
 	g->n_tiles = g->epi == EMBER_GEMV_SWIGLU ? (g->seg[0].rows + 15) / 16 : tiles;
 	const int k_pad = (g->k + EMBER_TILE_K - 1) / EMBER_TILE_K * EMBER_TILE_K;
 	static int n_sm = 0;
@@ -338,7 +348,12 @@ extern "C" int ember_gemv_window(const struct ember_gemv_win_args *a_in, cudaStr
 	const size_t smem = win_smem(R, W, tb_max, k_pad, nt);
 	for (int t0 = 0; t0 < a->n_tok; t0 += nt) {
 		const int n = a->n_tok - t0 < nt ? a->n_tok - t0 : nt;
-		rc = W == 8 ? win_dispatch<8>(a, k_pad, R, smem, t0, n, n_sm, stream) : win_dispatch<4>(a, k_pad, R, smem, t0, n, n_sm, stream);
+		if (q8)
+			rc = W == 8 ? win_dispatch<8, true>(a, k_pad, R, smem, t0, n, n_sm, stream)
+			            : win_dispatch<4, true>(a, k_pad, R, smem, t0, n, n_sm, stream);
+		else
+			rc = W == 8 ? win_dispatch<8, false>(a, k_pad, R, smem, t0, n, n_sm, stream)
+			            : win_dispatch<4, false>(a, k_pad, R, smem, t0, n, n_sm, stream);
 		if (rc)
 			return rc;
 	}

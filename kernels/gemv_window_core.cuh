@@ -2,7 +2,8 @@
  * gemv_window_core.cuh - device code both verify-window GEMV kernels share (gemv_window.cu, the
  * one-group kernel; gemv_window_split.cu, the kernel that splits the decode's K chains over CTAs):
  * the staged inputs' padding, the B fragments of up to 16 tokens and the window tile cores, which
- * reproduce the decode tile cores' (gemv_core.cuh) scale epilogue per token. Also the split
+ * reproduce the decode tile cores' (gemv_core.cuh) scale epilogue per token, and the Q8R core (the
+ * DFlash draft's int8 weights, which have no decode counterpart). Also the split
  * kernel's host entry, which ember_gemv_window calls. Internal to kernels/: included only by .cu
  * files, after gemv_core.cuh.
  */
@@ -102,6 +103,38 @@ static __device__ __forceinline__ void win_tile(const tile_regs<TYPE> &t, const 
 					acc[nb][by][1][cc] = q4k_group_epi(acc[nb][by][1][cc], dsc1, dmm1, c[nb][2 + cc], S, true);
 				}
 		}
+	} else if constexpr (TYPE == EMBER_T_Q8R) {
+		/* One scale per row and tile: the 16 steps accumulate in the mma and the scale is applied
+		 * once (no decode counterpart to match: only virtual lane 0 is used). The 1152 offset of
+		 * ember_q8_regs is removed from the fragment (exact in fp16), so no input sums are needed. */
+		float c[NB][4];
+#pragma unroll
+		for (int nb = 0; nb < NB; nb++)
+			c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.0f;
+		const __half2 off = __floats2half2_rn(1152.0f, 1152.0f);
+#pragma unroll
+		for (int s = 0; s < 16; s++) {
+			uint32_t a[4], b0[NB], b1[NB];
+			ember_q8_regs(u4get(t.q[s >> 1], 2 * (s & 1)), u4get(t.q[s >> 1], 2 * (s & 1) + 1), a);
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				const __half2 h = __hsub2(*reinterpret_cast<const __half2 *>(&a[i]), off);
+				a[i] = *reinterpret_cast<const uint32_t *>(&h);
+			}
+			win_b<NB>(b0, b1, xw32, ws, nt, kt, s, lane);
+#pragma unroll
+			for (int nb = 0; nb < NB; nb++)
+				ember_mma_16816(c[nb], a, b0[nb], b1[nb], c[nb]);
+		}
+		(void)sxw;
+		(void)ss;
+#pragma unroll
+		for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+			for (int cc = 0; cc < 2; cc++) {
+				acc[nb][0][0][cc] = __fmaf_rn(t.d0, c[nb][cc], acc[nb][0][0][cc]);
+				acc[nb][0][1][cc] = __fmaf_rn(t.d1, c[nb][2 + cc], acc[nb][0][1][cc]);
+			}
 	} else {
 		const float d0 = half_bits_to_float(t.d0), d1 = half_bits_to_float(t.d1);
 #pragma unroll

@@ -35,18 +35,19 @@ struct split_shape {
 	int W, WC, WR, kt0, kt_count, rpp, Q; /* rpp: this group's rounds per pass; Q: warp rows in the grid */
 };
 
-template <int EPI>
+template <int EPI, bool Q8>
 static __device__ __forceinline__ void split_locate(const ember_gemv_args &a, split_cursor &c, const split_shape &sh)
 {
 	c.rt = locate_tile(a, c.unit, EPI == EMBER_GEMV_SWIGLU, &c.si);
 	c.si += c.pass;
 	const ember_gemv_seg &seg = a.seg[c.si];
 	c.type = seg.type;
-	c.tb = (int)ember_tile_bytes(seg.type);
-	c.src = tile_base(seg, c.rt, sh.kt_count * EMBER_TILE_K) + (size_t)(c.rr * sh.W + sh.kt0) * c.tb;
+	c.tb = Q8 ? (int)EMBER_Q8R_TILE_BYTES : (int)ember_tile_bytes(seg.type);
+	c.src = (Q8 ? static_cast<const uint8_t *>(seg.w) + (size_t)c.rt * sh.kt_count * EMBER_Q8R_TILE_BYTES
+	            : tile_base(seg, c.rt, sh.kt_count * EMBER_TILE_K)) + (size_t)(c.rr * sh.W + sh.kt0) * c.tb;
 }
 
-template <int EPI>
+template <int EPI, bool Q8>
 static __device__ __forceinline__ void split_next(const ember_gemv_args &a, split_cursor &c, const split_shape &sh)
 {
 	constexpr int P = EPI == EMBER_GEMV_SWIGLU ? 2 : 1;
@@ -59,12 +60,12 @@ static __device__ __forceinline__ void split_next(const ember_gemv_args &a, spli
 		c.pass = 0;
 		c.unit += sh.Q;
 	}
-	split_locate<EPI>(a, c, sh);
+	split_locate<EPI, Q8>(a, c, sh);
 }
 
 /* Issues round g of this warp row (its WC tiles) into its slice of ring slot `slot` when it has
  * that round, and commits a group either way (uniform group counts over the CTA). */
-template <int EPI>
+template <int EPI, bool Q8>
 static __device__ __forceinline__ void split_issue(const ember_gemv_args &a, split_cursor &c, const split_shape &sh,
                                                    uint8_t *dst, int g, int my_rounds, int rtid, int rthreads)
 {
@@ -75,7 +76,7 @@ static __device__ __forceinline__ void split_issue(const ember_gemv_args &a, spl
 		for (int i = rtid; i < chunks; i += rthreads)
 			cp_async16(dst + (size_t)i * 16, c.src + (size_t)i * 16);
 		if (g + 1 < my_rounds)
-			split_next<EPI>(a, c, sh);
+			split_next<EPI, Q8>(a, c, sh);
 	}
 	cp_async_commit();
 }
@@ -116,7 +117,7 @@ static __device__ __forceinline__ void split_finish(const ember_gemv_win_args &w
 	}
 }
 
-template <int EPI, int W, int NB>
+template <int EPI, int W, int NB, bool Q8>
 static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(const ember_gemv_win_args wa, int k_pad,
                                                                                 int ring_rounds, int WC, int WR, int rpp0)
 {
@@ -157,11 +158,11 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 	ic.pass = 0;
 	ic.rr = 0;
 	if (my_rounds > 0)
-		split_locate<EPI>(args, ic, sh);
+		split_locate<EPI, Q8>(args, ic, sh);
 	cc = ic;
 	int issue_slot = 0;
 	for (int g = 0; g < R - 1; g++) {
-		split_issue<EPI>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g, my_rounds, rtid, rthreads);
+		split_issue<EPI, Q8>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g, my_rounds, rtid, rthreads);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
 	/* The group's K tiles of the staged inputs and sums (win_stage_kernel's [tok][k_pad] layout);
@@ -193,7 +194,7 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 	for (int g = 0; g < n_rounds; g++) {
 		cp_async_wait_dyn(R - 2);
 		__syncthreads(); /* round g landed for all; round g-1's slot is free */
-		split_issue<EPI>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g + R - 1, my_rounds, rtid,
+		split_issue<EPI, Q8>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g + R - 1, my_rounds, rtid,
 		                 rthreads);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 		if (g < my_rounds) {
@@ -201,6 +202,11 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 			if (kt < sh.kt_count) {
 				const uint8_t *tile = ring + (size_t)slot * slot_bytes + (size_t)wr * slice + (size_t)wc * cc.tb;
 				const int lt = cc.rr * WC + wc;
+				if constexpr (Q8) { /* the draft's Q8R tiles: their own instances, so the target's keep their code */
+					tile_regs<EMBER_T_Q8R> t;
+					tile_load<EMBER_T_Q8R>(tile, lane, t);
+					win_tile<EMBER_T_Q8R, NB>(t, xw32, ws, sxw, ss, nt, lt, lane, acc);
+				} else
 				switch (cc.type) {
 				case EMBER_T_Q8_0: {
 					tile_regs<EMBER_T_Q8_0> t;
@@ -256,7 +262,7 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 				}
 			}
 			if (g + 1 < my_rounds)
-				split_next<EPI>(args, cc, sh);
+				split_next<EPI, Q8>(args, cc, sh);
 		}
 		slot = slot + 1 == R ? 0 : slot + 1;
 	}
@@ -272,7 +278,7 @@ static size_t split_smem(int R, int WC, int WR, size_t tb_max, int rpp0, int nt)
 	       SPLIT_MAX_WR * 4;
 }
 
-template <int EPI, int W, int NB>
+template <int EPI, int W, int NB, bool Q8>
 static int split_launch(const ember_gemv_win_args *a, int k_pad, int R, int WC, int WR, int rpp0, int groups, size_t smem,
                         int n_sm, cudaStream_t stream)
 {
@@ -281,12 +287,12 @@ static int split_launch(const ember_gemv_win_args *a, int k_pad, int R, int WC, 
 	static int occ_threads = 0, occ_blocks = 0;
 	const int threads = WC * WR * 32;
 	if (smem > smem_set) {
-		CUDA_CHECK(cudaFuncSetAttribute(win_split_kernel<EPI, W, NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		CUDA_CHECK(cudaFuncSetAttribute(win_split_kernel<EPI, W, NB, Q8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 		smem_set = smem;
 	}
 	if (occ_smem != smem || occ_threads != threads) {
 		int nb = 0;
-		CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, win_split_kernel<EPI, W, NB>, threads, smem));
+		CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, win_split_kernel<EPI, W, NB, Q8>, threads, smem));
 		if (nb < 1)
 			return ember_error_set(EMBER_ERROR, "gemv window split: %d threads with %zu bytes of shared memory do not fit an SM",
 			                       threads, smem);
@@ -302,29 +308,29 @@ static int split_launch(const ember_gemv_win_args *a, int k_pad, int R, int WC, 
 	const int per = (a->g.n_tiles + rows_cap - 1) / rows_cap;
 	const int rows = (a->g.n_tiles + per - 1) / per;
 	const int gx = (rows + WR - 1) / WR;
-	win_split_kernel<EPI, W, NB><<<dim3(gx, groups), threads, smem, stream>>>(*a, k_pad, R, WC, WR, rpp0);
+	win_split_kernel<EPI, W, NB, Q8><<<dim3(gx, groups), threads, smem, stream>>>(*a, k_pad, R, WC, WR, rpp0);
 	CUDA_CHECK_LAUNCH("win_split_kernel");
 	return 0;
 }
 
-template <int EPI, int W>
+template <int EPI, int W, bool Q8>
 static int split_launch_nb(const ember_gemv_win_args *a, int k_pad, int R, int WC, int WR, int rpp0, int groups, size_t smem,
                            int n_sm, cudaStream_t stream)
 {
 	if (a->n_tok > 8)
-		return split_launch<EPI, W, 2>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
-	return split_launch<EPI, W, 1>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+		return split_launch<EPI, W, 2, Q8>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+	return split_launch<EPI, W, 1, Q8>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
 }
 
-template <int W>
+template <int W, bool Q8>
 static int split_dispatch(const ember_gemv_win_args *a, int k_pad, int R, int WC, int WR, int rpp0, int groups, size_t smem,
                           int n_sm, cudaStream_t stream)
 {
 	switch (a->g.epi) {
 	case EMBER_GEMV_STORE:
-	case EMBER_GEMV_ARGMAX: return split_launch_nb<EMBER_GEMV_STORE, W>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
-	case EMBER_GEMV_RESID: return split_launch_nb<EMBER_GEMV_RESID, W>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
-	case EMBER_GEMV_SWIGLU: return split_launch_nb<EMBER_GEMV_SWIGLU, W>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+	case EMBER_GEMV_ARGMAX: return split_launch_nb<EMBER_GEMV_STORE, W, Q8>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+	case EMBER_GEMV_RESID: return split_launch_nb<EMBER_GEMV_RESID, W, Q8>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+	case EMBER_GEMV_SWIGLU: return split_launch_nb<EMBER_GEMV_SWIGLU, W, Q8>(a, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
 	}
 	return ember_error_set(EMBER_ERROR, "gemv window split: unknown epilogue %d", a->g.epi);
 }
@@ -353,8 +359,11 @@ int win_split_run(int *ran, const ember_gemv_win_args *a_in, int W, int k_pad, s
 			int groups = (kt_count + WC - 1) / WC;
 			groups = groups < W / WC ? groups : W / WC;
 			*ran = 1;
-			return W == 8 ? split_dispatch<8>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream)
-			              : split_dispatch<4>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+			if (wa.g.seg[0].type == EMBER_T_Q8R) /* ember_gemv_window checked that every segment is */
+				return W == 8 ? split_dispatch<8, true>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream)
+				              : split_dispatch<4, true>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
+			return W == 8 ? split_dispatch<8, false>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream)
+			              : split_dispatch<4, false>(&wa, k_pad, R, WC, WR, rpp0, groups, smem, n_sm, stream);
 		}
 	}
 	return 0;

@@ -34,6 +34,10 @@
 #define EMBER_T_Q4_K 12
 #define EMBER_T_Q6_K 14
 #define EMBER_T_BF16 30
+/* ember's own tiled type, never in a GGUF file: int8 with one fp32 scale per row and tile (16 rows
+ * x 256 columns), quantized on the device from fp16 rows (the DFlash draft's weights with
+ * EMBER_DRAFT_WEIGHTS=q8; ember_tile_quant_q8r). Used only by the verify-window GEMV. */
+#define EMBER_T_Q8R 100
 
 /* Tile byte layouts (offsets inside one tile). */
 #define EMBER_Q8_TILE_BYTES 4352  /* data [8 chunks][32 lanes][16 B] (q+128), d [16 rows][8] fp16 */
@@ -45,6 +49,8 @@
 #define EMBER_Q6K_HI_OFF 2048
 #define EMBER_Q6K_SC_OFF 3072
 #define EMBER_Q6K_D_OFF 3328
+#define EMBER_Q8R_TILE_BYTES 4160 /* data [8 chunks][32 lanes][16 B] (q+128) as Q8_0, d [16 rows] fp32 */
+#define EMBER_Q8R_D_OFF 4096
 
 /* 1 when the GEMV has a tiled (mma) layout for this type. */
 EMBER_HD int ember_tile_type_supported(int type)
@@ -60,6 +66,13 @@ EMBER_HD size_t ember_tile_bytes(int type)
 	case EMBER_T_Q6_K: return EMBER_Q6K_TILE_BYTES;
 	default: return 0;
 	}
+}
+
+/* The same with ember's own Q8R (ember_tile_bytes stays the GGUF types': the decode kernels'
+ * cursors compute it per row tile, and the extra case costs the window kernels ~2%). */
+EMBER_HD size_t ember_tile_bytes_any(int type)
+{
+	return type == EMBER_T_Q8R ? EMBER_Q8R_TILE_BYTES : ember_tile_bytes(type);
 }
 
 /* Raw GGUF row size in bytes for n elements (n a whole number of blocks). */
@@ -190,6 +203,54 @@ EMBER_HD void ember_tile_repack(uint8_t *dst, int type, const uint8_t *src, int6
 			dst[EMBER_Q6K_D_OFF + r16 * 2 + 1] = blk[209];
 		}
 	}
+}
+
+/* ---- quantizing fp16 rows into Q8R tiles ---- */
+
+/* IEEE half bits -> float, exact (normals, subnormals, zeros, infinities, NaN). */
+EMBER_HD float ember_half_bits_f32(uint16_t h)
+{
+	const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+	float v;
+	if (ex == 0)
+		v = ldexpf((float)man, -24);
+	else if (ex == 31)
+		v = man ? NAN : INFINITY;
+	else
+		v = ldexpf((float)(man | 0x400u), (int)ex - 25);
+	return sign ? -v : v;
+}
+
+/* Writes Q8R tile (rt, kt) of a rows x n_cols matrix of fp16 rows (src, n_cols halves apart): per
+ * row of the tile d = max |w| / 127 over its (up to) 256 columns, q = rint(w / d) in -127..127,
+ * stored q + 128 at the Q8_0 fragment positions; rows and columns past the matrix are q = 0, d = 0.
+ * A non-finite weight gives its row d = NaN, as it makes an fp16 product non-finite. */
+EMBER_HD void ember_tile_quant_q8r(uint8_t *dst, const uint16_t *src, int64_t rows, int64_t n_cols, int64_t rt, int64_t kt)
+{
+	float d[16];
+	for (int r16 = 0; r16 < 16; r16++) {
+		const int64_t r = rt * 16 + r16;
+		float amax = 0.0f;
+		for (int c = 0; c < 256 && r < rows && kt * 256 + c < n_cols; c++) {
+			const float a = fabsf(ember_half_bits_f32(src[(size_t)r * n_cols + kt * 256 + c]));
+			amax = a > amax || a != a ? a : amax;
+		}
+		d[r16] = amax / 127.0f;
+		memcpy(dst + EMBER_Q8R_D_OFF + 4 * r16, &d[r16], 4);
+	}
+	for (int lane = 0; lane < 32; lane++)
+		for (int s = 0; s < 16; s++)
+			for (int j = 0; j < 4; j++)
+				for (int h = 0; h < 2; h++) {
+					const int r16 = ember_frag_row(lane, j);
+					const int64_t r = rt * 16 + r16, k = kt * 256 + ember_frag_col(lane, s, j, h);
+					int q = 0;
+					if (r < rows && k < n_cols && d[r16] > 0.0f) {
+						const float v = rintf(ember_half_bits_f32(src[(size_t)r * n_cols + k]) / d[r16]);
+						q = v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v;
+					}
+					dst[((s >> 1) * 32 + lane) * 16 + (s & 1) * 8 + j * 2 + h] = (uint8_t)(q + 128);
+				}
 }
 
 /* ---- turning one step's packed words into the 4 A-fragment registers (fp16 pairs) ---- */

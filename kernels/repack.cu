@@ -1,7 +1,8 @@
 /*
  * repack.cu - load-time weight preparation (see repack.cuh). The tiled repack runs the same
  * host/device function the CPU layout test checks (ember_tile_repack), one thread per tile; the
- * fp16 dequantization uses ggml's formulas in fp32 and rounds once to fp16.
+ * fp16 dequantization uses ggml's formulas in fp32 and rounds once to fp16; the Q8R quantization
+ * runs ember_tile_quant_q8r (also checked by the layout test), one thread per tile.
  */
 #include "repack.cuh"
 
@@ -36,6 +37,31 @@ extern "C" int ember_repack_tiles(void *dst, int type, const void *src, int64_t 
 	repack_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, stream>>>(
 		static_cast<uint8_t *>(dst), type, static_cast<const uint8_t *>(src), rows, cols, row_tiles, k_tiles);
 	CUDA_CHECK_LAUNCH("repack_kernel");
+	return 0;
+}
+
+static __global__ void quant_q8r_kernel(uint8_t *dst, const uint16_t *src, int64_t rows, int64_t cols, int64_t row_tiles,
+                                        int64_t k_tiles)
+{
+	const int64_t tile = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (tile >= row_tiles * k_tiles)
+		return;
+	ember_tile_quant_q8r(dst + (size_t)tile * EMBER_Q8R_TILE_BYTES, src, rows, cols, tile / k_tiles, tile % k_tiles);
+}
+
+extern "C" size_t ember_quant_q8r_bytes(int64_t rows, int64_t cols)
+{
+	return (size_t)((rows + 15) / 16) * (size_t)((cols + 255) / 256) * EMBER_Q8R_TILE_BYTES;
+}
+
+extern "C" int ember_quant_q8r(void *dst, const void *src, int64_t rows, int64_t cols, cudaStream_t stream)
+{
+	EMBER_REQUIRE(dst && src && rows > 0 && cols > 0);
+	const int64_t row_tiles = (rows + 15) / 16, k_tiles = (cols + 255) / 256, n = row_tiles * k_tiles;
+	const int threads = 64;
+	quant_q8r_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, stream>>>(
+		static_cast<uint8_t *>(dst), static_cast<const uint16_t *>(src), rows, cols, row_tiles, k_tiles);
+	CUDA_CHECK_LAUNCH("quant_q8r_kernel");
 	return 0;
 }
 

@@ -6,6 +6,9 @@
  * m16n8k16 product (PTX fragment layout), and the fp32 scale epilogue with its 1024/1152 offsets.
  * The result must match dequantize-then-dot in double to a relative 2e-5 (fp32 accumulation), for
  * row counts and widths that need padding. A wrong bit position, offset or scale shows up as an O(1) error.
+ * Q8R (ember's int8 tiles for the draft, quantized from fp16 rows by ember_tile_quant_q8r): every
+ * weight within half a step of its fp16 value, and the replay (fragments less the 1152 offset, one
+ * scale per row and tile) equal to dequantize-then-dot.
  */
 #include <math.h>
 #include <stdint.h>
@@ -70,6 +73,85 @@ static void check_type(int type, int rows, int cols)
 	free(tiles);
 }
 
+static void check_q8r(int rows, int cols)
+{
+	uint16_t *w16 = malloc((size_t)rows * cols * 2);
+	float *deq = malloc((size_t)rows * cols * sizeof(float)), *x = calloc((size_t)(cols + 256), sizeof(float));
+	for (int r = 0; r < rows; r++) {
+		const float scale = 0.02f * (1.0f + 4.0f * (float)urand());
+		for (int k = 0; k < cols; k++)
+			w16[(size_t)r * cols + k] = ember_f32_to_fp16(nrand() * scale);
+	}
+	if (rows > 20)
+		for (int k = 0; k < cols && k < 256; k++)
+			w16[(size_t)20 * cols + k] = 0;
+	for (int k = 0; k < cols; k++)
+		x[k] = ember_fp16_to_f32(ember_f32_to_fp16(nrand() * 2.0f));
+	const int rt_n = (rows + 15) / 16, kt_n = (cols + 255) / 256;
+	uint8_t *tiles = malloc((size_t)rt_n * kt_n * EMBER_Q8R_TILE_BYTES);
+	memset(tiles, 0xA5, (size_t)rt_n * kt_n * EMBER_Q8R_TILE_BYTES);
+	for (int rt = 0; rt < rt_n; rt++)
+		for (int kt = 0; kt < kt_n; kt++)
+			ember_tile_quant_q8r(tiles + ((size_t)rt * kt_n + kt) * EMBER_Q8R_TILE_BYTES, w16, rows, cols, rt, kt);
+	/* the reference: d = max|w| / 127 per row and 256 columns, w rounded to a multiple of d */
+	double worst_q = 0;
+	for (int r = 0; r < rows; r++)
+		for (int kt = 0; kt < kt_n; kt++) {
+			float amax = 0;
+			for (int k = 256 * kt; k < cols && k < 256 * (kt + 1); k++)
+				amax = fmaxf(amax, fabsf(ember_fp16_to_f32(w16[(size_t)r * cols + k])));
+			const float d = amax / 127.0f;
+			for (int k = 256 * kt; k < cols && k < 256 * (kt + 1); k++) {
+				const float v = ember_fp16_to_f32(w16[(size_t)r * cols + k]);
+				deq[(size_t)r * cols + k] = d > 0 ? rintf(v / d) * d : 0.0f;
+				const double err = d > 0 ? fabs(deq[(size_t)r * cols + k] - v) / d : fabs(v);
+				worst_q = err > worst_q ? err : worst_q;
+			}
+		}
+	double max_rel = 0;
+	for (int rt = 0; rt < rt_n; rt++) {
+		double y[16] = {0};
+		for (int kt = 0; kt < kt_n; kt++) {
+			const uint8_t *tile = tiles + ((size_t)rt * kt_n + kt) * EMBER_Q8R_TILE_BYTES;
+			double c[16] = {0};
+			for (int s = 0; s < 16; s++) {
+				uint32_t regs[32][4];
+				for (int lane = 0; lane < 32; lane++) {
+					const uint8_t *chunk = tile + ((s >> 1) * 32 + lane) * 16 + (s & 1) * 8;
+					ember_q8_regs(rd32(chunk), rd32(chunk + 4), regs[lane]);
+					for (int j = 0; j < 4; j++) /* less the 1152 offset, exact in fp16 */
+						regs[lane][j] = (uint32_t)ember_f32_to_fp16(half_lo(regs[lane][j]) - 1152.0f) |
+						                (uint32_t)ember_f32_to_fp16(half_hi(regs[lane][j]) - 1152.0f) << 16;
+				}
+				mma_rows(regs, x + 256 * kt + 16 * s, c);
+			}
+			for (int r = 0; r < 16; r++) {
+				float d;
+				memcpy(&d, tile + EMBER_Q8R_D_OFF + 4 * r, 4);
+				y[r] += (double)d * c[r];
+			}
+		}
+		for (int r16 = 0; r16 < 16 && rt * 16 + r16 < rows; r16++) {
+			const int r = rt * 16 + r16;
+			double ref = 0, mag = 0;
+			for (int k = 0; k < cols; k++) {
+				ref += (double)deq[(size_t)r * cols + k] * x[k];
+				mag += fabs((double)deq[(size_t)r * cols + k] * x[k]);
+			}
+			const double rel = fabs(y[r16] - ref) / (mag > 0 ? mag : 1);
+			max_rel = rel > max_rel || rel != rel ? rel : max_rel;
+		}
+	}
+	printf("layout Q8R   %3d x %4d: max |gemv - ref| / sum|w x| = %.2e, max |q d - w| / d = %.3f\n", rows, cols, max_rel,
+	       worst_q);
+	CHECK(max_rel < 2e-5, "Q8R %dx%d: tiled GEMV replay differs from dequantize-then-dot (rel %.3g)", rows, cols, max_rel);
+	CHECK(worst_q <= 0.5 + 1e-4, "Q8R %dx%d: a weight is %.3f steps from its fp16 value", rows, cols, worst_q);
+	free(w16);
+	free(deq);
+	free(x);
+	free(tiles);
+}
+
 static void check_magic(void)
 {
 	/* 0x6400 | q is the fp16 1024 + q for q < 1024; the Q6_K upper rows reach 1024 + 1008. */
@@ -91,5 +173,7 @@ int main(void)
 	check_type(EMBER_T_Q4_K, 50, 768);
 	check_type(EMBER_T_Q6_K, 16, 256);
 	check_type(EMBER_T_Q6_K, 33, 512);
+	check_q8r(16, 256);
+	check_q8r(37, 320); /* padding rows and columns, a zero row segment (row 20) */
 	return check_exit("test_cuda_layout");
 }

@@ -4,11 +4,13 @@
  * qwen3-0.6b, f16 drafts): per block slot logits relative L2 <= 5e-2 and the argmax equal wherever
  * the CPU's top-1 margin exceeds twice the slot's largest logit difference, at four contexts
  * (plain launches, graph capture, graph replay; the second after a partial commit = rollback; the
- * fourth 150 positions longer), with EMBER_DRAFT_ATTN=block (the default) and =window.
+ * fourth 150 positions longer), with EMBER_DRAFT_ATTN=block (the default) and =window, with the
+ * block pass on int8 Q8R window GEMVs (EMBER_DRAFT_WEIGHTS=q8, the default) and on cuBLAS fp16
+ * GEMMs (=f16); the same bounds for both.
  * (2) spec tokens == plain greedy tokens over 256 steps with the untrained draft and with an
  * oracle that replaces some proposals by the right tokens (partial acceptance, multi-row commits),
  * with consistent stats, at a generated qwen3-0.6b q4_k_m, once more with a 16-token prefill chunk
- * (the 40-token prompt prefilled and committed in three pieces). usage: test_cuda_spec [TARGET DRAFT]:
+ * (the 40-token prompt prefilled and committed in three pieces), and with the f16 draft. usage: test_cuda_spec [TARGET DRAFT]:
  * with a pair of files (ci/gpu-spec.sh: qwen3-8b q4_k_m and a 5-layer block-16 draft), only (2)
  * on that pair. Exits 77 (CTest skip) without a CUDA device.
  */
@@ -85,7 +87,8 @@ static void test_propose(const char *shape, int layers, int block, const char *a
 {
 	const struct ember_backend_ops *cpu = ember_backend_find("cpu"), *cuda = ember_backend_find("cuda");
 	char tp[512], dp[512], label[32];
-	snprintf(label, sizeof(label), "%s/%s", strcmp(shape, "tiny") ? "0.6b" : "tiny", attn);
+	const char *w = getenv("EMBER_DRAFT_WEIGHTS");
+	snprintf(label, sizeof(label), "%s/%s%s", strcmp(shape, "tiny") ? "0.6b" : "tiny", attn, w && !strcmp(w, "f16") ? "/f16" : "");
 	setenv("EMBER_DRAFT_ATTN", attn, 1);
 	snprintf(tp, sizeof(tp), "%s/spec-%s-%d.gguf", g_dir, shape, (int)getpid());
 	snprintf(dp, sizeof(dp), "%s/spec-%s-draft-%d.gguf", g_dir, shape, (int)getpid());
@@ -270,6 +273,11 @@ int main(int argc, char **argv)
 		test_propose("qwen3-0.6b", 3, 16, attn[i]);
 	}
 	unsetenv("EMBER_DRAFT_ATTN");
+	/* the f16 draft: cuBLAS fp16 GEMMs */
+	setenv("EMBER_DRAFT_WEIGHTS", "f16", 1);
+	test_propose("tiny", 2, 8, "block");
+	test_propose("qwen3-0.6b", 3, 16, "block");
+	unsetenv("EMBER_DRAFT_WEIGHTS");
 
 	char tp[512], dp[512];
 	snprintf(tp, sizeof(tp), "%s/spec-06b-q4km-%d.gguf", g_dir, (int)getpid());
@@ -284,6 +292,9 @@ int main(int argc, char **argv)
 	setenv("EMBER_PREFILL_CHUNK", "16", 1);
 	test_spec_equal("0.6b/c16", tp, dp);
 	unsetenv("EMBER_PREFILL_CHUNK");
+	setenv("EMBER_DRAFT_WEIGHTS", "f16", 1);
+	test_spec_equal("0.6b/f16", tp, dp);
+	unsetenv("EMBER_DRAFT_WEIGHTS");
 	unlink(tp);
 	unlink(dp);
 	return check_exit("test_cuda_spec");
