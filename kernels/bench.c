@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 	const char *toggles[] = {"EMBER_GRAPHS", "EMBER_GEMV", "EMBER_ATTN_SPLIT", "EMBER_FA", "EMBER_PREFILL_CHUNK", "EMBER_PDL",
 	                         "EMBER_GEMV_STREAM", "EMBER_GEMV_WARPS", "EMBER_GEMV_RING", "EMBER_GEMV_CTAS", "EMBER_ATTN_LEAN",
 	                         "EMBER_ATTN_PDL", "EMBER_VERIFY", "EMBER_WIN_SPLIT", "EMBER_WIN_WARPS", "EMBER_WIN_ATTN",
-	                         "EMBER_DRAFT_ATTN"};
+	                         "EMBER_WIN_PDL", "EMBER_DRAFT_ATTN", "EMBER_DRAFT_WEIGHTS"};
 	printf("toggles:");
 	for (size_t i = 0; i < sizeof(toggles) / sizeof(toggles[0]); i++)
 		printf(" %s=%s", toggles[i], getenv(toggles[i]) ? getenv(toggles[i]) : "(default)");

@@ -61,6 +61,7 @@ static void read_options(struct cuda_options *o)
 	o->win_split = env_int("EMBER_WIN_SPLIT", 1);
 	o->win_split = o->win_split < 0 ? 0 : o->win_split > 2 ? 2 : o->win_split;
 	o->win_warps = env_int("EMBER_WIN_WARPS", 8) == 12 ? 12 : 8;
+	o->win_pdl = env_int("EMBER_WIN_PDL", 0) != 0;
 	o->win_shared = env_choice("EMBER_WIN_ATTN", "shared", "token", 1);
 	o->gemm_bucket = env_int("EMBER_GEMM_BUCKET", 64);
 	o->prefill_warm = env_int("EMBER_PREFILL_WARM", 1) != 0;

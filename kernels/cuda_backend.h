@@ -33,6 +33,8 @@ struct cuda_options {
 	                      bit-identical to decode steps (default 1); 0 = the batched prefill */
 	int win_split;     /* EMBER_WIN_SPLIT: the window GEMV's chain split over CTAs: 1 (default) when
 	                      the tokens do not fit one pass, 2 always (not the LM head), 0 never */
+	int win_pdl;       /* EMBER_WIN_PDL: window GEMV and staging kernels (target window and q8 draft) as
+	                      programmatic dependent launches, 1; default 0 (measured slower) */
 	int win_warps;     /* EMBER_WIN_WARPS: warps per CTA of the split kernel, 8 (default) or 12 */
 	int win_shared;    /* EMBER_WIN_ATTN=shared|token: the window attention's CTAs of 4 tokens sharing
 	                      each staged K/V round (default), or one CTA per token; the same bits */

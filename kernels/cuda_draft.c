@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax.cuh"
 #include "attn_block.cuh"
 #include "attn_decode.cuh"
 #include "attn_window.cuh"
@@ -583,6 +584,7 @@ static int draft_gemv(struct ember_backend *be, struct cuda_draft *dr, int epi, 
 	g->in_mode = norm_w ? EMBER_GEMV_IN_RMS : EMBER_GEMV_IN_F16;
 	g->norm_w = norm_w;
 	g->eps = dr->hp.rms_eps;
+	g->pdl = be->opt.win_pdl;
 	g->streaming = be->opt.gemv_stream;
 	g->stream_warps = be->opt.gemv_warps;
 	g->stream_ring = be->opt.gemv_ring;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax.cuh"
 #include "attn_decode.cuh"
 #include "attn_prefill.cuh"
 #include "attn_window.cuh"
@@ -283,6 +284,7 @@ static struct ember_gemv_win_args win_args(struct ember_backend *be, struct embe
 	struct ember_gemv_win_args w;
 	memset(&w, 0, sizeof(w));
 	w.g = g;
+	w.g.pdl = be->opt.win_pdl;
 	w.n_tok = n;
 	w.ld_x = ld_x;
 	w.ld_out = ld_out;

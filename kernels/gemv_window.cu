@@ -23,6 +23,10 @@
 template <int IN, int T>
 static __global__ void __launch_bounds__(T) win_stage_kernel(ember_gemv_args a, int k_pad, int ld_x, __half *xs_g, float *sx_g)
 {
+	if (a.pdl) { /* launched early: let the GEMV's CTAs start on their weights, then wait for x */
+		asm volatile("griddepcontrol.launch_dependents;\n" ::);
+		asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	}
 	extern __shared__ __align__(16) unsigned char smem_raw[];
 	__half *xs = reinterpret_cast<__half *>(smem_raw);
 	float *sx = reinterpret_cast<float *>(smem_raw + (size_t)k_pad * 2);
@@ -97,19 +101,27 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 		stream_issue<EPI, W, Q8>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
-	/* The tokens' staged inputs and sums (written by win_stage_kernel). */
+	if (args.pdl) { /* weights first: they do not depend on the staging kernel */
+		asm volatile("griddepcontrol.launch_dependents;\n" ::);
+		asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	}
+	/* The tokens' staged inputs and sums (written by win_stage_kernel), as one more cp.async group;
+	 * waiting for all groups here leaves the main loop's ring accounting as it was. */
 	{
 		const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const __half *>(wa.xs) + (size_t)tok0 * k_pad);
 		const int per = k_pad / 8;
 		for (int i = threadIdx.x; i < nt * per; i += W * 32) {
 			const int t = i / per, c = i - t * per;
-			reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws)[c] = src[(size_t)t * per + c];
+			win_cp16(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (size_t)t * per + c, true);
 		}
-		const float *ssrc = wa.sx + (size_t)tok0 * (k_pad / 16);
-		for (int i = threadIdx.x; i < nt * (k_pad / 16); i += W * 32) {
-			const int t = i / (k_pad / 16), c = i - t * (k_pad / 16);
-			sxw[(size_t)t * ss + c] = ssrc[i];
+		const float2 *ssrc = reinterpret_cast<const float2 *>(wa.sx + (size_t)tok0 * (k_pad / 16));
+		const int sp = k_pad / 32;
+		for (int i = threadIdx.x; i < nt * sp; i += W * 32) {
+			const int t = i / sp, c = i - t * sp;
+			win_cp8(sxw + (size_t)t * ss + 2 * c, ssrc + i, true);
 		}
+		cp_async_commit();
+		cp_async_wait<0>();
 	}
 
 	float acc[NB][4][2][2];
@@ -222,8 +234,9 @@ static int win_launch(const ember_gemv_win_args *a, int k_pad, int R, size_t sme
 	const int cap = occ_blocks * n_sm;
 	const int per = (a->g.n_tiles + cap - 1) / cap;
 	const int grid = (a->g.n_tiles + per - 1) / per;
-	win_gemv_kernel<EPI, W, NB, Q8><<<grid, W * 32, smem, stream>>>(*a, k_pad, R, tok0, nt);
-	CUDA_CHECK_LAUNCH("win_gemv_kernel");
+	cudaLaunchAttribute attr;
+	const cudaLaunchConfig_t cfg = ember_launch_config(&attr, dim3(grid), dim3(W * 32), smem, stream, a->g.pdl);
+	CUDA_CHECK(cudaLaunchKernelEx(&cfg, win_gemv_kernel<EPI, W, NB, Q8>, *a, k_pad, R, tok0, nt));
 	return 0;
 }
 
@@ -251,16 +264,18 @@ template <int W>
 static int win_stage(const ember_gemv_win_args *a, int k_pad, cudaStream_t stream)
 {
 	const size_t smem = (size_t)k_pad * 2 + (size_t)(k_pad / 16) * 4 + 32 * 4;
+	cudaLaunchAttribute attr;
+	const cudaLaunchConfig_t cfg = ember_launch_config(&attr, dim3(a->n_tok), dim3(W * 32), smem, stream, a->g.pdl);
+	__half *xs = static_cast<__half *>(a->xs);
 	if (a->g.in_mode == EMBER_GEMV_IN_F16) {
 		if (smem > 48 * 1024)
 			CUDA_CHECK(cudaFuncSetAttribute(win_stage_kernel<EMBER_GEMV_IN_F16, W * 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		win_stage_kernel<EMBER_GEMV_IN_F16, W * 32><<<a->n_tok, W * 32, smem, stream>>>(a->g, k_pad, a->ld_x, static_cast<__half *>(a->xs), a->sx);
+		CUDA_CHECK(cudaLaunchKernelEx(&cfg, win_stage_kernel<EMBER_GEMV_IN_F16, W * 32>, a->g, k_pad, a->ld_x, xs, a->sx));
 	} else {
 		if (smem > 48 * 1024)
 			CUDA_CHECK(cudaFuncSetAttribute(win_stage_kernel<EMBER_GEMV_IN_RMS, W * 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		win_stage_kernel<EMBER_GEMV_IN_RMS, W * 32><<<a->n_tok, W * 32, smem, stream>>>(a->g, k_pad, a->ld_x, static_cast<__half *>(a->xs), a->sx);
+		CUDA_CHECK(cudaLaunchKernelEx(&cfg, win_stage_kernel<EMBER_GEMV_IN_RMS, W * 32>, a->g, k_pad, a->ld_x, xs, a->sx));
 	}
-	CUDA_CHECK_LAUNCH("win_stage_kernel");
 	return 0;
 }
 
@@ -357,40 +372,5 @@ extern "C" int ember_gemv_window(const struct ember_gemv_win_args *a_in, cudaStr
 		if (rc)
 			return rc;
 	}
-	return 0;
-}
-
-/* ---- argmax with the LM head's key (gemv_core.cuh argmax_key) ---- */
-
-static __global__ void __launch_bounds__(256) argmax_keys_kernel(int32_t *out, const float *logits, int n_cols, int ld)
-{
-	__shared__ unsigned long long best[8];
-	const float *row = logits + (size_t)blockIdx.x * ld;
-	unsigned long long key = 0;
-	for (int i = threadIdx.x; i < n_cols; i += 256) {
-		const unsigned long long k = argmax_key(row[i], i);
-		key = k > key ? k : key;
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) {
-		const unsigned long long other = __shfl_xor_sync(0xffffffffu, key, o);
-		key = other > key ? other : key;
-	}
-	if ((threadIdx.x & 31) == 0)
-		best[threadIdx.x >> 5] = key;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		key = best[0];
-		for (int w = 1; w < 8; w++)
-			key = best[w] > key ? best[w] : key;
-		out[blockIdx.x] = (int32_t)(0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFull));
-	}
-}
-
-extern "C" int ember_argmax_keys(int32_t *out, const float *logits, int n_rows, int n_cols, int ld, cudaStream_t stream)
-{
-	EMBER_REQUIRE(out && logits && n_rows > 0 && n_cols > 0 && ld >= n_cols);
-	argmax_keys_kernel<<<n_rows, 256, 0, stream>>>(out, logits, n_cols, ld);
-	CUDA_CHECK_LAUNCH("argmax_keys_kernel");
 	return 0;
 }

@@ -22,7 +22,7 @@ extern "C" {
 
 struct ember_gemv_win_args {
 	struct ember_gemv_args g; /* as the decode step fills it, pointers at token 0's rows; epilogue
-	                             ARGMAX stores the logits only (ember_argmax_keys picks the tokens) */
+	                             ARGMAX stores the logits only (argmax.cuh ember_argmax_keys picks the tokens) */
 	int n_tok;                /* 1..EMBER_WINDOW_MAX tokens */
 	int ld_x;                 /* elements between the tokens' input rows (g.x) */
 	int ld_out;               /* elements between the tokens' output rows (every seg.out) */
@@ -49,10 +49,6 @@ int ember_gemv_window_warps(int *out, const struct ember_gemv_args *g);
 /* Launches the window GEMV on `stream` (the input staging, then one or more passes over the
  * weights, each for as many tokens as shared memory holds). 0 or a negative ember error. */
 int ember_gemv_window(const struct ember_gemv_win_args *args, cudaStream_t stream);
-
-/* out[r] = argmax of logits row r (n_cols floats, rows ld apart), with the decode LM head's
- * ordering (largest value, lowest id on ties). */
-int ember_argmax_keys(int32_t *out, const float *logits, int n_rows, int n_cols, int ld, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -165,6 +165,10 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 		split_issue<EPI, Q8>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g, my_rounds, rtid, rthreads);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
+	if (args.pdl) { /* weights first: they do not depend on the staging kernel */
+		asm volatile("griddepcontrol.launch_dependents;\n" ::);
+		asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	}
 	/* The group's K tiles of the staged inputs and sums (win_stage_kernel's [tok][k_pad] layout);
 	 * local tile lt is K tile (lt / WC) * W + kt0 + lt % WC, zeros past the input (never read). */
 	{
@@ -173,15 +177,19 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 		for (int i = threadIdx.x; i < nt * per; i += (int)blockDim.x) {
 			const int t = i / per, c = i - t * per, lt = c >> 5;
 			const int kt = (lt / WC) * W + sh.kt0 + lt % WC;
-			const uint4 v = kt < sh.kt_count ? src[(size_t)t * kq + kt * 32 + (c & 31)] : make_uint4(0u, 0u, 0u, 0u);
-			reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws)[c] = v;
+			const bool ok = kt < sh.kt_count;
+			win_cp16(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (ok ? (size_t)t * kq + kt * 32 + (c & 31) : 0), ok);
 		}
-		const int sper = LT * 16, sk = k_pad / 16;
+		const int sper = LT * 8, sk = k_pad / 32; /* float pairs */
+		const float2 *ssrc = reinterpret_cast<const float2 *>(wa.sx);
 		for (int i = threadIdx.x; i < nt * sper; i += (int)blockDim.x) {
-			const int t = i / sper, c = i - t * sper, lt = c >> 4;
+			const int t = i / sper, c = i - t * sper, lt = c >> 3;
 			const int kt = (lt / WC) * W + sh.kt0 + lt % WC;
-			sxw[(size_t)t * ss + c] = kt < sh.kt_count ? wa.sx[(size_t)t * sk + kt * 16 + (c & 15)] : 0.0f;
+			const bool ok = kt < sh.kt_count;
+			win_cp8(sxw + (size_t)t * ss + 2 * c, ssrc + (ok ? (size_t)t * sk + kt * 8 + (c & 7) : 0), ok);
 		}
+		cp_async_commit();
+		cp_async_wait<0>();
 	}
 
 	float acc[NB][4][2][2];
@@ -308,8 +316,9 @@ static int split_launch(const ember_gemv_win_args *a, int k_pad, int R, int WC, 
 	const int per = (a->g.n_tiles + rows_cap - 1) / rows_cap;
 	const int rows = (a->g.n_tiles + per - 1) / per;
 	const int gx = (rows + WR - 1) / WR;
-	win_split_kernel<EPI, W, NB, Q8><<<dim3(gx, groups), threads, smem, stream>>>(*a, k_pad, R, WC, WR, rpp0);
-	CUDA_CHECK_LAUNCH("win_split_kernel");
+	cudaLaunchAttribute attr;
+	const cudaLaunchConfig_t cfg = ember_launch_config(&attr, dim3(gx, groups), dim3(threads), smem, stream, a->g.pdl);
+	CUDA_CHECK(cudaLaunchKernelEx(&cfg, win_split_kernel<EPI, W, NB, Q8>, *a, k_pad, R, WC, WR, rpp0));
 	return 0;
 }
 

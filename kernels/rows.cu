@@ -95,53 +95,6 @@ extern "C" int ember_swiglu_rows(void *out, const float *gu, int n_rows, int n_f
 	return 0;
 }
 
-static __global__ void argmax_rows_kernel(int32_t *out, const float *logits, int n_cols)
-{
-	__shared__ float best_v[32];
-	__shared__ int best_i[32];
-	const float *row = logits + (size_t)blockIdx.x * n_cols;
-	float bv = -INFINITY;
-	int bi = 0x7fffffff;
-	for (int i = threadIdx.x; i < n_cols; i += blockDim.x) {
-		const float v = row[i];
-		if (v > bv || (v == bv && i < bi)) {
-			bv = v;
-			bi = i;
-		}
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) {
-		const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-		const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-		if (ov > bv || (ov == bv && oi < bi)) {
-			bv = ov;
-			bi = oi;
-		}
-	}
-	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	if (lane == 0) {
-		best_v[warp] = bv;
-		best_i[warp] = bi;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-			if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) {
-				bv = best_v[w];
-				bi = best_i[w];
-			}
-		out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
-	}
-}
-
-extern "C" int ember_argmax_rows(int32_t *out, const float *logits, int n_rows, int n_cols, cudaStream_t stream)
-{
-	EMBER_REQUIRE(out && logits && n_rows > 0 && n_cols > 0);
-	argmax_rows_kernel<<<n_rows, 256, 0, stream>>>(out, logits, n_cols);
-	CUDA_CHECK_LAUNCH("argmax_rows_kernel");
-	return 0;
-}
-
 static __global__ void f16_from_f32_kernel(__half *out, const float *x, size_t n)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)

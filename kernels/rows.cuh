@@ -1,7 +1,7 @@
 /*
  * rows.cuh - the row-wise ops of the batched (prefill) path: RMSNorm of the residual rows into
  * fp16 GEMM inputs, q/k RMSNorm + RoPE with the K/V append to the cache, SwiGLU of the gate/up
- * GEMM output, an fp32 -> fp16 cast, and the greedy argmax over logits rows. Plain C declarations.
+ * GEMM output and an fp32 -> fp16 cast (the greedy argmax is argmax.cuh). Plain C declarations.
  */
 #ifndef EMBER_KERNELS_ROWS_CUH
 #define EMBER_KERNELS_ROWS_CUH
@@ -36,9 +36,6 @@ int ember_swiglu_rows(void *out_f16, const float *gu, int n_rows, int n_ff, cuda
 
 /* out[i] = fp16(x[i]) for i < n (the DFlash draft's captured fp32 hidden states into GEMM input). */
 int ember_f16_from_f32(void *out_f16, const float *x, size_t n, cudaStream_t stream);
-
-/* out[t] = argmax_i logits[t][i] (lowest index on ties) for t < n_rows. */
-int ember_argmax_rows(int32_t *out, const float *logits, int n_rows, int n_cols, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax.cuh"
 #include "attn_decode.cuh"
 #include "attn_prefill.cuh"
 #include "cuda_testutil.h"
@@ -345,21 +346,7 @@ static void test_rows(void)
 		}
 	CHECK(w2 < 2e-3, "swiglu rows: rel err %.3g", w2);
 
-	/* argmax rows, with a tie that must go to the lower index */
-	const int C = 5000;
-	float *lg = malloc(3 * C * 4);
-	for (int i = 0; i < 3 * C; i++)
-		lg[i] = nrand();
-	lg[0 * C + 4321] = 50;
-	lg[1 * C + 17] = 60;
-	lg[1 * C + 4000] = 60;
-	lg[2 * C + C - 1] = 70;
-	float *dl = dev_upload(lg, 3 * C * 4);
-	int32_t *da = dev_poison(12), am[3];
-	MUST(ember_argmax_rows(da, dl, 3, C, 0));
-	dev_download(am, da, sizeof(am));
-	CHECK(am[0] == 4321 && am[1] == 17 && am[2] == C - 1, "argmax rows: %d %d %d", am[0], am[1], am[2]);
-	printf("rows: rmsnorm rel err %.2e, swiglu rel err %.2e, argmax %d %d %d\n", worst, w2, am[0], am[1], am[2]);
+	printf("rows: rmsnorm rel err %.2e, swiglu rel err %.2e\n", worst, w2);
 
 	/* q/k norm + rope rows with the cache append */
 	const int D = 64, T = 5, pos0 = 3, nh = 4, nkv = 2, n_ctx = 16;
@@ -409,15 +396,96 @@ static void test_rows(void)
 	cudaFree(dout);
 	cudaFree(dgu);
 	cudaFree(dh);
-	cudaFree(dl);
-	cudaFree(da);
-	free(lg);
 	free(qkv);
 	free(cs);
 	free(sn);
 	free(qo);
 	free(kc);
 	free(vc);
+}
+
+/* The prefill/draft order, stated plainly: largest value, first index on ties, NaN skipped. */
+static int ref_argmax_rows(const float *row, int n)
+{
+	int bi = -1;
+	for (int i = 0; i < n; i++)
+		if (!isnan(row[i]) && (bi < 0 || row[i] > row[bi]))
+			bi = i;
+	return bi < 0 ? 0 : bi;
+}
+
+/* The decode LM head's order (gemv_core.cuh argmax_key): the float's bits made monotone, so +0
+ * beats -0 and a NaN ranks by its sign and payload; the lowest index wins a tie. */
+static int ref_argmax_keys(const float *row, int n)
+{
+	uint64_t best = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &row[i], 4);
+		u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+		const uint64_t k = ((uint64_t)u << 32) | (0xFFFFFFFFu - (uint32_t)i);
+		best = k > best ? k : best;
+	}
+	return (int)(0xFFFFFFFFu - (uint32_t)(best & 0xFFFFFFFFu));
+}
+
+/* Both argmax orders against the references, over row lengths that leave the rows misaligned for
+ * the vector loads and over a vocabulary-sized row, with planted ties, zeros of both signs, NaNs,
+ * infinities and a row of NaNs. */
+static void test_argmax(int C, int ld)
+{
+	const int R = 9;
+	float *lg = malloc((size_t)R * ld * 4);
+	for (size_t i = 0; i < (size_t)R * ld; i++)
+		lg[i] = nrand();
+	float *r = lg;
+	r[C - 1] = 50; /* row 0: the last column */
+	r = lg + (size_t)1 * ld;
+	r[C / 3] = 60; /* row 1: a tie, the lower index wins */
+	r[C / 2] = 60;
+	r = lg + (size_t)2 * ld;
+	for (int i = 0; i < C; i++)
+		r[i] = -1.0f - fabsf(r[i]);
+	r[C / 4] = -0.0f; /* row 2: -0 before +0: equal for rows, +0 for keys */
+	r[C - 2 > C / 4 ? C - 2 : C / 4] = 0.0f;
+	r = lg + (size_t)3 * ld;
+	r[1] = NAN; /* row 3: a NaN next to the maximum */
+	r[2] = 70;
+	r = lg + (size_t)4 * ld;
+	for (int i = 0; i < C; i++)
+		r[i] = NAN; /* row 4: all NaN */
+	r = lg + (size_t)5 * ld;
+	for (int i = 0; i < C; i++)
+		r[i] = -INFINITY; /* row 5: all -inf, the first index */
+	r = lg + (size_t)6 * ld;
+	r[C / 5] = INFINITY; /* row 6: +inf */
+	r = lg + (size_t)7 * ld;
+	r[0] = 40; /* row 7: the first column */
+	/* row 8: the random values as drawn */
+	float *dl = dev_upload(lg, (size_t)R * ld * 4);
+	int32_t *da = dev_poison(R * 4), am[9];
+	int bad = 0;
+	if (ld == C) {
+		MUST(ember_argmax_rows(da, dl, R, C, 0));
+		dev_download(am, da, sizeof(am));
+		for (int t = 0; t < R; t++)
+			if (am[t] != ref_argmax_rows(lg + (size_t)t * ld, C)) {
+				fprintf(stderr, "  argmax rows C=%d row %d: %d, reference %d\n", C, t, am[t], ref_argmax_rows(lg + (size_t)t * ld, C));
+				bad++;
+			}
+	}
+	MUST(ember_argmax_keys(da, dl, R, C, ld, 0));
+	dev_download(am, da, sizeof(am));
+	for (int t = 0; t < R; t++)
+		if (am[t] != ref_argmax_keys(lg + (size_t)t * ld, C)) {
+			fprintf(stderr, "  argmax keys C=%d ld=%d row %d: %d, reference %d\n", C, ld, t, am[t], ref_argmax_keys(lg + (size_t)t * ld, C));
+			bad++;
+		}
+	CHECK(bad == 0, "argmax C=%d ld=%d: %d rows differ from the reference", C, ld, bad);
+	printf("argmax C=%d ld=%d: %d rows equal the references\n", C, ld, R);
+	cudaFree(dl);
+	cudaFree(da);
+	free(lg);
 }
 
 static void test_gemm(void)
@@ -502,6 +570,11 @@ int main(void)
 	test_attn_prefill(128, 2, 33, 200, 1);
 	test_attn_prefill(128, 4, 40, 10, 0);
 	test_rows();
+	test_argmax(5000, 5000);
+	test_argmax(5001, 5001);
+	test_argmax(7, 7);
+	test_argmax(151936, 151936);
+	test_argmax(5001, 5003);
 	test_gemm();
 	test_errors();
 	return check_exit("test_cuda_kernels");

@@ -8,7 +8,7 @@
  * (relative L2 <= 2e-2), and the last captured layer through output_norm + LM head on the CPU
  * agreeing with the CPU backend's logits (top-1 >= 0.95 of rows, mean KL <= 1e-2). Each model runs
  * four times: EMBER_WIN_SPLIT=1 (the default) and =2 (the window GEMV's chain split everywhere but the
- * head), EMBER_WIN_ATTN=token (one attention CTA per window token, not 4 sharing K/V), and
+ * head; with EMBER_WIN_PDL=1, as the last configuration), EMBER_WIN_ATTN=token (one attention CTA per window token, not 4 sharing K/V), and
  * EMBER_ATTN_SPLIT=2 (windows whose tokens straddle a change of split chunk size).
  * Exits 77 (CTest skip) without a CUDA device.
  */
@@ -217,8 +217,8 @@ int main(void)
 	 * 512 keys, of 384 after), so CTAs of 4 tokens make two passes, and those at 120 a change of
 	 * active split count (1 up to 128 keys, 2 after). */
 	const struct {
-		const char *win_split, *win_attn, *attn_split;
-	} cfgs[] = {{"1", "shared", NULL}, {"2", "shared", NULL}, {"1", "token", NULL}, {"1", "shared", "2"}};
+		const char *win_split, *win_attn, *attn_split, *win_pdl;
+	} cfgs[] = {{"1", "shared", NULL, "0"}, {"2", "shared", NULL, "1"}, {"1", "token", NULL, "0"}, {"1", "shared", "2", "1"}};
 	for (int i = 0; i < 4; i++) {
 		char path[256], label[96];
 		snprintf(path, sizeof(path), "%s/verify-%s-%s-%d.gguf", dir, shapes[i], quants[i], (int)getpid());
@@ -227,18 +227,21 @@ int main(void)
 		for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
 			setenv("EMBER_WIN_SPLIT", cfgs[c].win_split, 1);
 			setenv("EMBER_WIN_ATTN", cfgs[c].win_attn, 1);
+			setenv("EMBER_WIN_PDL", cfgs[c].win_pdl, 1);
 			if (cfgs[c].attn_split)
 				setenv("EMBER_ATTN_SPLIT", cfgs[c].attn_split, 1);
 			else
 				unsetenv("EMBER_ATTN_SPLIT");
-			snprintf(label, sizeof(label), "%s/%s/split%s/%s/kv-split%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny",
-			         quants[i], cfgs[c].win_split, cfgs[c].win_attn, cfgs[c].attn_split ? cfgs[c].attn_split : "auto");
+			snprintf(label, sizeof(label), "%s/%s/split%s/%s/kv-split%s/pdl%s", strcmp(shapes[i], "tiny") ? "0.6b" : "tiny",
+			         quants[i], cfgs[c].win_split, cfgs[c].win_attn, cfgs[c].attn_split ? cfgs[c].attn_split : "auto",
+			         cfgs[c].win_pdl);
 			run_model(path, label);
 		}
 		unlink(path);
 	}
 	unsetenv("EMBER_WIN_SPLIT");
 	unsetenv("EMBER_WIN_ATTN");
+	unsetenv("EMBER_WIN_PDL");
 	unsetenv("EMBER_ATTN_SPLIT");
 	return check_exit("test_cuda_verify");
 }
