@@ -90,6 +90,14 @@ static inline cudaLaunchConfig_t ember_launch_config(cudaLaunchAttribute *attr, 
 	return cfg;
 }
 
+/* A programmatic dependent's hand-over: let the next kernel's CTAs launch, then wait until the
+ * previous kernel has finished and its writes are visible (before reading its output). */
+static __device__ __forceinline__ void ember_pdl_release_wait()
+{
+	asm volatile("griddepcontrol.launch_dependents;\n" ::);
+	asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
 static __device__ __forceinline__ float ember_warp_sum(float v)
 {
 #pragma unroll

@@ -48,10 +48,8 @@ static __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) gemv_ker
 			prefetched = true;
 		}
 	}
-	if (pdl) {
-		asm volatile("griddepcontrol.launch_dependents;\n" ::);
-		asm volatile("griddepcontrol.wait;\n" ::: "memory");
-	}
+	if (pdl)
+		ember_pdl_release_wait();
 
 	gemv_stage_input<IN, GEMV_THREADS>(args, k_pad, xs, sx, red);
 	__syncthreads();

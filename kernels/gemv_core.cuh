@@ -285,6 +285,18 @@ static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
+/* The same with the source's byte count: 0 zero-fills the destination without reading src. */
+static __device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, bool ok)
+{
+	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0));
+}
+/* 8 bytes (cp.async.cg takes only 16), zero-filled when !ok; both addresses 8-byte aligned. */
+static __device__ __forceinline__ void cp_async8_zfill(void *smem, const void *gmem, bool ok)
+{
+	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 8 : 0));
+}
 static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 

@@ -95,10 +95,8 @@ static __global__ void __launch_bounds__(W * 32, W == 4 ? STREAM_MIN_BLOCKS_W4 :
 		stream_issue<EPI, W>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
-	if (pdl) {
-		asm volatile("griddepcontrol.launch_dependents;\n" ::);
-		asm volatile("griddepcontrol.wait;\n" ::: "memory");
-	}
+	if (pdl)
+		ember_pdl_release_wait();
 	gemv_stage_input<IN, W * 32>(args, k_pad, xs, sx, red);
 
 	const uint32_t *xs32 = reinterpret_cast<const uint32_t *>(xs);

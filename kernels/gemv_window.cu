@@ -23,10 +23,8 @@
 template <int IN, int T>
 static __global__ void __launch_bounds__(T) win_stage_kernel(ember_gemv_args a, int k_pad, int ld_x, __half *xs_g, float *sx_g)
 {
-	if (a.pdl) { /* launched early: let the GEMV's CTAs start on their weights, then wait for x */
-		asm volatile("griddepcontrol.launch_dependents;\n" ::);
-		asm volatile("griddepcontrol.wait;\n" ::: "memory");
-	}
+	if (a.pdl) /* launched early: let the GEMV's CTAs start on their weights, then wait for x */
+		ember_pdl_release_wait();
 	extern __shared__ __align__(16) unsigned char smem_raw[];
 	__half *xs = reinterpret_cast<__half *>(smem_raw);
 	float *sx = reinterpret_cast<float *>(smem_raw + (size_t)k_pad * 2);
@@ -101,10 +99,8 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 		stream_issue<EPI, W, Q8>(args, issue_c, ring, slot_bytes, issue_slot, g, n_rounds, rpp, kt_count);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
-	if (args.pdl) { /* weights first: they do not depend on the staging kernel */
-		asm volatile("griddepcontrol.launch_dependents;\n" ::);
-		asm volatile("griddepcontrol.wait;\n" ::: "memory");
-	}
+	if (args.pdl) /* weights first: they do not depend on the staging kernel */
+		ember_pdl_release_wait();
 	/* The tokens' staged inputs and sums (written by win_stage_kernel), as one more cp.async group;
 	 * waiting for all groups here leaves the main loop's ring accounting as it was. */
 	{
@@ -112,13 +108,14 @@ static __global__ void __launch_bounds__(W * 32, 1) win_gemv_kernel(const ember_
 		const int per = k_pad / 8;
 		for (int i = threadIdx.x; i < nt * per; i += W * 32) {
 			const int t = i / per, c = i - t * per;
-			win_cp16(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (size_t)t * per + c, true);
+			cp_async16(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (size_t)t * per + c);
 		}
+		/* the sums in pairs: WIN_SPAD leaves their rows 8-byte aligned, not 16 */
 		const float2 *ssrc = reinterpret_cast<const float2 *>(wa.sx + (size_t)tok0 * (k_pad / 16));
 		const int sp = k_pad / 32;
 		for (int i = threadIdx.x; i < nt * sp; i += W * 32) {
 			const int t = i / sp, c = i - t * sp;
-			win_cp8(sxw + (size_t)t * ss + 2 * c, ssrc + i, true);
+			cp_async8_zfill(sxw + (size_t)t * ss + 2 * c, ssrc + i, true);
 		}
 		cp_async_commit();
 		cp_async_wait<0>();

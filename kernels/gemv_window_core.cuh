@@ -1,10 +1,10 @@
 /*
  * gemv_window_core.cuh - device code both verify-window GEMV kernels share (gemv_window.cu, the
  * one-group kernel; gemv_window_split.cu, the kernel that splits the decode's K chains over CTAs):
- * the staged inputs' padding and their cp.async copies, the B fragments of up to 16 tokens and the
- * window tile cores, which reproduce the decode tile cores' (gemv_core.cuh) scale epilogue per
- * token, and the Q8R core (the DFlash draft's int8 weights, which have no decode counterpart). Also
- * the split kernel's host entry, which ember_gemv_window calls. Internal to kernels/: included only by .cu
+ * the staged inputs' padding, the B fragments of up to 16 tokens and the window tile cores, which
+ * reproduce the decode tile cores' (gemv_core.cuh) scale epilogue per token, and the Q8R core (the
+ * DFlash draft's int8 weights, which have no decode counterpart). Also the split
+ * kernel's host entry, which ember_gemv_window calls. Internal to kernels/: included only by .cu
  * files, after gemv_core.cuh.
  */
 #ifndef EMBER_KERNELS_GEMV_WINDOW_CORE_CUH
@@ -15,21 +15,6 @@
 
 #define WIN_XPAD 8 /* halves of padding per token row of staged input (bank spread of B loads) */
 #define WIN_SPAD 2 /* floats of padding per token row of input sums */
-
-/* Asynchronous copies of the staged inputs into shared memory: all of a thread's copies are in
- * flight at once (a copy loop of plain loads waits one L2 round trip per element). !ok
- * zero-fills the destination without reading src. The 8-byte form serves the sums' rows, which
- * WIN_SPAD leaves 8-byte aligned. */
-static __device__ __forceinline__ void win_cp16(void *smem, const void *gmem, bool ok)
-{
-	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0));
-}
-static __device__ __forceinline__ void win_cp8(void *smem, const void *gmem, bool ok)
-{
-	const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 8 : 0));
-}
 
 /* ---- the window tile cores: acc[nb][v][r][c] is virtual lane v's partial for row gid + 8r and
  * token 8 nb + 2 g + c; B column gid of block nb is token 8 nb + gid (zero past n_tok). ---- */

@@ -165,10 +165,8 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 		split_issue<EPI, Q8>(args, ic, sh, ring + (size_t)issue_slot * slot_bytes + (size_t)wr * slice, g, my_rounds, rtid, rthreads);
 		issue_slot = issue_slot + 1 == R ? 0 : issue_slot + 1;
 	}
-	if (args.pdl) { /* weights first: they do not depend on the staging kernel */
-		asm volatile("griddepcontrol.launch_dependents;\n" ::);
-		asm volatile("griddepcontrol.wait;\n" ::: "memory");
-	}
+	if (args.pdl) /* weights first: they do not depend on the staging kernel */
+		ember_pdl_release_wait();
 	/* The group's K tiles of the staged inputs and sums (win_stage_kernel's [tok][k_pad] layout);
 	 * local tile lt is K tile (lt / WC) * W + kt0 + lt % WC, zeros past the input (never read). */
 	{
@@ -178,7 +176,7 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 			const int t = i / per, c = i - t * per, lt = c >> 5;
 			const int kt = (lt / WC) * W + sh.kt0 + lt % WC;
 			const bool ok = kt < sh.kt_count;
-			win_cp16(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (ok ? (size_t)t * kq + kt * 32 + (c & 31) : 0), ok);
+			cp_async16_zfill(reinterpret_cast<uint4 *>(xw32 + (size_t)t * ws) + c, src + (ok ? (size_t)t * kq + kt * 32 + (c & 31) : 0), ok);
 		}
 		const int sper = LT * 8, sk = k_pad / 32; /* float pairs */
 		const float2 *ssrc = reinterpret_cast<const float2 *>(wa.sx);
@@ -186,7 +184,7 @@ static __global__ void __launch_bounds__(SPLIT_MAX_THREADS, 1) win_split_kernel(
 			const int t = i / sper, c = i - t * sper, lt = c >> 3;
 			const int kt = (lt / WC) * W + sh.kt0 + lt % WC;
 			const bool ok = kt < sh.kt_count;
-			win_cp8(sxw + (size_t)t * ss + 2 * c, ssrc + (ok ? (size_t)t * sk + kt * 8 + (c & 7) : 0), ok);
+			cp_async8_zfill(sxw + (size_t)t * ss + 2 * c, ssrc + (ok ? (size_t)t * sk + kt * 8 + (c & 7) : 0), ok);
 		}
 		cp_async_commit();
 		cp_async_wait<0>();
