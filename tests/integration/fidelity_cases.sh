@@ -115,17 +115,22 @@ slower10)
   # A 10% decode slowdown is still caught under the sequential design: flagged at a look, confirmed
   # by the independent batch, REJECT. With speed.reps_ctx_max 1024 the 2048 context is timed once
   # per process (its samples hold one raw value), 512 three times. The slowdown is seen at both
-  # (ratio < 0.95) and confirmed at 512; 2048, timed once per process, is confirmed only when no
-  # pair of its batch hit a stall of this 2-core box (one such pair gave an upper bound of 1.25 with
-  # a median ratio of 0.90), which is what the median over reps exists to absorb.
+  # (ratio < 0.95). Which context is flagged first is chance: at the first look the interval of a
+  # few pairs spans nearly all of them, so one pair whose process stalled on this 2-core box (the
+  # median over reps absorbs a stalled rep, not a stalled process) keeps that context unflagged, and
+  # the first flagged regression ends the main batch (one confirmed regression is enough to REJECT).
+  # A CI run saw 2048 flagged and confirmed with 512 unflagged at ratio 0.90. So the claim checked is
+  # that some decode context is flagged and confirmed, and that every flagged one was tested.
   export REPS_CTX_MAX=1024 CONFIRM_PAIRS=8
   fixture_init
   head_commit "head: 10% slower decode" "decode_speed=0.9"
   run_eval
   expect_rc 1
   expect_label "eval:REJECT"
-  jq -e '[.metrics[] | select(.name == "decode_tps" and .ctx == 512 and .confirmed == true and .confirmation.confirmed == true)] | length == 1' \
-    "$RESULT" >/dev/null || fail "decode 512 regression not confirmed: $(jq -c '[.metrics[] | {name, ctx, ratio, confirmation}]' "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "decode_tps" and .confirmed == true and .confirmation.confirmed == true)] | length >= 1' \
+    "$RESULT" >/dev/null || fail "no decode regression confirmed: $(jq -c '[.metrics[] | {name, ctx, ratio, ci_adj, regression, claim_look, confirmation}]' "$RESULT")"
+  jq -e '[.metrics[] | select(.regression == true)] | length >= 1 and all(.confirmation.n_pairs >= 8)' \
+    "$RESULT" >/dev/null || fail "a flagged regression went untested: $(jq -c '[.metrics[] | {name, ctx, regression, confirmation}]' "$RESULT")"
   jq -e '[.metrics[] | select(.name == "decode_tps")] | length == 2 and all(.ratio < 0.95)' \
     "$RESULT" >/dev/null || fail "decode slowdown not seen at both contexts: $(jq -c '[.metrics[] | {name, ctx, ratio}]' "$RESULT")"
   jq -e '.pairs.confirmation >= .pairs.confirmation_target and .pairs.confirmation_target > 0' "$RESULT" >/dev/null \
