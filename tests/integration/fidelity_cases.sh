@@ -119,8 +119,11 @@ slower10)
   # few pairs spans nearly all of them, so one pair whose process stalled on this 2-core box (the
   # median over reps absorbs a stalled rep, not a stalled process) keeps that context unflagged, and
   # the first flagged regression ends the main batch (one confirmed regression is enough to REJECT).
-  # A CI run saw 2048 flagged and confirmed with 512 unflagged at ratio 0.90. So the claim checked is
-  # that some decode context is flagged and confirmed, and that every flagged one was tested.
+  # A CI run saw 2048 flagged and confirmed with 512 unflagged at ratio 0.90. 2048, timed once per
+  # process, may also fail its confirmation (one stalled pair gave its batch an upper bound of 1.25
+  # with a median ratio of 0.90); 512's median over 3 reps is confirmed whenever it is flagged. So the
+  # claims checked: some decode context flagged and confirmed, every flagged one tested by the batch,
+  # and 512 confirmed when flagged.
   export REPS_CTX_MAX=1024 CONFIRM_PAIRS=8
   fixture_init
   head_commit "head: 10% slower decode" "decode_speed=0.9"
@@ -131,6 +134,8 @@ slower10)
     "$RESULT" >/dev/null || fail "no decode regression confirmed: $(jq -c '[.metrics[] | {name, ctx, ratio, ci_adj, regression, claim_look, confirmation}]' "$RESULT")"
   jq -e '[.metrics[] | select(.regression == true)] | length >= 1 and all(.confirmation.n_pairs >= 8)' \
     "$RESULT" >/dev/null || fail "a flagged regression went untested: $(jq -c '[.metrics[] | {name, ctx, regression, confirmation}]' "$RESULT")"
+  jq -e '[.metrics[] | select(.name == "decode_tps" and .ctx == 512 and .regression == true)] | all(.confirmed == true and .confirmation.confirmed == true)' \
+    "$RESULT" >/dev/null || fail "decode 512 flagged but not confirmed: $(jq -c '[.metrics[] | {name, ctx, ratio, ci_adj, confirmation}]' "$RESULT")"
   jq -e '[.metrics[] | select(.name == "decode_tps")] | length == 2 and all(.ratio < 0.95)' \
     "$RESULT" >/dev/null || fail "decode slowdown not seen at both contexts: $(jq -c '[.metrics[] | {name, ctx, ratio}]' "$RESULT")"
   jq -e '.pairs.confirmation >= .pairs.confirmation_target and .pairs.confirmation_target > 0' "$RESULT" >/dev/null \
